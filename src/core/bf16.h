@@ -1,0 +1,51 @@
+// bfloat16 storage type: the top 16 bits of an IEEE float, rounded to nearest even.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <cstddef>
+
+namespace zaya {
+
+struct bf16 {
+  uint16_t bits;
+};
+
+inline bf16 to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{uint16_t((u >> 16) | 0x40)};  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bf16{uint16_t(u >> 16)};
+}
+
+inline float from_bf16(bf16 h) {
+  uint32_t u = uint32_t(h.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline float from_fp16(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, u;
+  if (exp == 0) {
+    if (mant == 0) {
+      u = sign;
+    } else {  // subnormal: renormalise
+      int e = -1;
+      do { mant <<= 1; ++e; } while (!(mant & 0x400));
+      u = sign | uint32_t(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | mant << 13;
+  } else {
+    u = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+void convert_to_bf16(const float* src, bf16* dst, size_t n);
+void convert_from_bf16(const bf16* src, float* dst, size_t n);
+
+}  // namespace zaya

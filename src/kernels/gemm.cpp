@@ -1,0 +1,215 @@
+#include "kernels/gemm.h"
+
+#include <cpuid.h>
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/bf16.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/timer.h"
+
+namespace zaya {
+
+GemmSettings& gemm_settings() {
+  static GemmSettings s;
+  return s;
+}
+
+const CpuFeatures& cpu_features() {
+  static CpuFeatures f = [] {
+    CpuFeatures c;
+    unsigned a, b, cc, d;
+    if (__get_cpuid_count(7, 0, &a, &b, &cc, &d)) {
+      c.avx2 = b & (1u << 5);
+      c.avx512f = b & (1u << 16);
+      c.amx_bf16 = d & (1u << 22);
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &cc, &d)) c.avx512_bf16 = a & (1u << 5);
+    return c;
+  }();
+  return f;
+}
+
+bool bf16_gemm_supported() { return cpu_features().avx512_bf16 || cpu_features().amx_bf16; }
+
+const char* gemm_engine_name(GemmEngine e) {
+  switch (e) {
+    case GemmEngine::OpenBLAS: return "openblas";
+    case GemmEngine::OneDNN: return "onednn";
+    default: return "auto";
+  }
+}
+const char* gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::BF16 ? "bf16" : "fp32"; }
+
+// Measured on the development machine (AMD EPYC, 2 cores, AVX-512 + AVX512-BF16), see
+// README "GEMM engines": OpenBLAS sgemm beats oneDNN fp32 on the model's shapes, and
+// OpenBLAS has no bf16 GEMM, so bf16 goes to oneDNN.
+GemmEngine gemm_resolve(GemmPrecision prec) {
+  static GemmEngine forced = [] {
+    const char* e = std::getenv("ZAYA_GEMM_ENGINE");
+    if (!e || !*e || !std::strcmp(e, "auto")) return GemmEngine::Auto;
+    if (!std::strcmp(e, "openblas")) return GemmEngine::OpenBLAS;
+    if (!std::strcmp(e, "onednn")) return GemmEngine::OneDNN;
+    fail("ZAYA_GEMM_ENGINE='", e, "': expected auto, openblas or onednn");
+  }();
+  GemmEngine e = gemm_settings().engine != GemmEngine::Auto ? gemm_settings().engine : forced;
+  if (prec == GemmPrecision::BF16) return GemmEngine::OneDNN;  // OpenBLAS (Debian) has no bf16 GEMM
+  return e == GemmEngine::Auto ? GemmEngine::OpenBLAS : e;
+}
+
+static bool g_stats_on = false;
+GemmStats& gemm_stats() {
+  static GemmStats s;
+  return s;
+}
+void gemm_stats_enable(bool on) { g_stats_on = on; }
+
+namespace {
+
+CBLAS_TRANSPOSE cb(Trans t) { return t == Trans::N ? CblasNoTrans : CblasTrans; }
+
+struct Dnnl {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  std::mutex mu;
+  using Key = std::tuple<int, int, int, int, int, long, long, long, float, float, int>;
+  std::map<Key, dnnl::matmul> cache;
+
+  static Dnnl& get() {
+    static Dnnl d;
+    return d;
+  }
+
+  // Strides of a row-major operand op(X)[rows, cols] stored with leading dim ld.
+  static dnnl::memory::dims strides(Trans t, long ld) {
+    return t == Trans::N ? dnnl::memory::dims{ld, 1} : dnnl::memory::dims{1, ld};
+  }
+
+  dnnl::matmul& prim(dnnl::memory::data_type dt, Trans ta, Trans tb, int M, int N, int K, long lda, long ldb,
+                     long ldc, float alpha, float beta) {
+    Key key{int(dt), int(ta), int(tb), M, N, K, lda, ldb, ldc, alpha, beta};
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    using md = dnnl::memory::desc;
+    md a({M, K}, dt, strides(ta, lda));
+    md b({K, N}, dt, strides(tb, ldb));
+    md c({M, N}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1});
+    dnnl::primitive_attr attr;
+    dnnl::post_ops po;
+    if (alpha != 1.f) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, alpha, 0.f);
+    if (beta != 0.f) po.append_sum(beta);
+    attr.set_post_ops(po);
+    auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, eng);
+    return cache.emplace(key, dnnl::matmul(pd)).first->second;
+  }
+};
+
+// Packs op-storage of X (rows x cols with leading dim ld) into bf16, contiguous.
+void pack_bf16(const float* X, int rows, int cols, int ld, std::vector<bf16>& out) {
+  out.resize(size_t(rows) * cols);
+  bf16* o = out.data();
+#pragma omp parallel for schedule(static) if (size_t(rows) * cols > (1u << 15))
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) o[size_t(r) * cols + c] = to_bf16(X[size_t(r) * ld + c]);
+}
+
+void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  Dnnl& d = Dnnl::get();
+  std::lock_guard<std::mutex> lock(d.mu);
+  using dt = dnnl::memory::data_type;
+  void* a_ptr = const_cast<float*>(A);
+  void* b_ptr = const_cast<float*>(B);
+  long la = lda, lb = ldb;
+  dt type = dt::f32;
+  static thread_local std::vector<bf16> abuf, bbuf;
+  if (prec == GemmPrecision::BF16) {
+    type = dt::bf16;
+    int ar = ta == Trans::N ? M : K, ac = ta == Trans::N ? K : M;
+    int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
+    pack_bf16(A, ar, ac, lda, abuf);
+    pack_bf16(B, br, bc, ldb, bbuf);
+    a_ptr = abuf.data();
+    b_ptr = bbuf.data();
+    la = ac;
+    lb = bc;
+  }
+  auto& p = d.prim(type, ta, tb, M, N, K, la, lb, ldc, alpha, beta);
+  using md = dnnl::memory::desc;
+  dnnl::memory am(md({M, K}, type, Dnnl::strides(ta, la)), d.eng, a_ptr);
+  dnnl::memory bm(md({K, N}, type, Dnnl::strides(tb, lb)), d.eng, b_ptr);
+  dnnl::memory cm(md({M, N}, dt::f32, dnnl::memory::dims{ldc, 1}), d.eng, C);
+  p.execute(d.strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  d.strm.wait();
+}
+
+void scale_c(int M, int N, float beta, float* C, int ldc) {  // BLAS semantics for K == 0
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = beta == 0.f ? 0.f : beta * C[size_t(i) * ldc + j];
+}
+
+}  // namespace
+
+void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha,
+               const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C, ldc);
+  double t0 = g_stats_on ? now_seconds() : 0;
+  if (prec == GemmPrecision::BF16 && !bf16_gemm_supported()) {
+    static bool warned = false;
+    if (!warned) log_warn("this CPU has no AVX512-BF16/AMX: bf16 GEMMs run in fp32");
+    warned = true;
+    prec = GemmPrecision::FP32;
+  }
+  if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
+  if (prec == GemmPrecision::BF16 || engine == GemmEngine::OneDNN)
+    dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (g_stats_on) {
+    auto& s = gemm_stats();
+    s.seconds += now_seconds() - t0;
+    s.flops += 2.0 * M * N * K;
+    s.calls++;
+  }
+}
+
+void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+          int ldb, float beta, float* C, int ldc) {
+  gemm_with(GemmEngine::Auto, gemm_settings().precision, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
+          int ldb, double beta, double* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = beta == 0 ? 0 : beta * C[size_t(i) * ldc + j];
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+std::string gemm_runtime_info() {
+  const auto& f = cpu_features();
+  const dnnl_version_t* v = dnnl_version();
+  int par = openblas_get_parallel();
+  return cat("BLAS: OpenBLAS ", openblas_get_config(), " core=", openblas_get_corename(),
+             " threading=", par == 0 ? "sequential" : par == 1 ? "pthreads" : "openmp", "; oneDNN ", v->major, ".",
+             v->minor, ".", v->patch, "; threads=", omp_get_max_threads(), "; cpu: avx2=", f.avx2,
+             " avx512f=", f.avx512f, " avx512_bf16=", f.avx512_bf16, " amx_bf16=", f.amx_bf16,
+             "; fp32 engine=", gemm_engine_name(gemm_resolve(GemmPrecision::FP32)),
+             ", bf16 engine=", bf16_gemm_supported() ? "onednn" : "unavailable (fp32 fallback)");
+}
+
+}  // namespace zaya

@@ -1,0 +1,60 @@
+// GEMM: the one entry point every matrix product in zaya.cpp goes through (model,
+// benchmarks, sizing measurements). Row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta C.
+//
+// Engines: OpenBLAS (OpenMP build, linked explicitly) and oneDNN. Precisions: fp32, and
+// bf16 (operands rounded to bf16, fp32 accumulation and output; needs AVX512-BF16 or AMX,
+// detected at run time). The default engine per precision is what measured fastest on
+// this machine class (see README, "GEMM engines"); it can be forced with ZAYA_GEMM_ENGINE.
+// double always goes to OpenBLAS dgemm (gradient checks).
+#pragma once
+#include <string>
+
+namespace zaya {
+
+enum class Trans { N, T };
+enum class GemmPrecision { FP32, BF16 };
+enum class GemmEngine { Auto, OpenBLAS, OneDNN };
+
+struct GemmSettings {
+  GemmPrecision precision = GemmPrecision::FP32;
+  GemmEngine engine = GemmEngine::Auto;
+};
+
+// Process-wide settings (the trainer sets precision once from the run config).
+GemmSettings& gemm_settings();
+
+void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc);
+void gemm(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A, int lda,
+          const double* B, int ldb, double beta, double* C, int ldc);
+
+// Explicit engine and precision (benchmarks compare engines through this).
+void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K,
+               float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C,
+               int ldc);
+
+// The engine Auto resolves to for a precision.
+GemmEngine gemm_resolve(GemmPrecision prec);
+const char* gemm_engine_name(GemmEngine e);
+const char* gemm_precision_name(GemmPrecision p);
+
+// What the CPU offers, detected at run time.
+struct CpuFeatures {
+  bool avx2 = false, avx512f = false, avx512_bf16 = false, amx_bf16 = false;
+};
+const CpuFeatures& cpu_features();
+bool bf16_gemm_supported();
+
+// One line: BLAS library, its core and threading, oneDNN version and ISA, CPU features.
+std::string gemm_runtime_info();
+
+// Counters for profiling the share of step time spent in GEMMs.
+struct GemmStats {
+  double seconds = 0;
+  double flops = 0;
+  long calls = 0;
+};
+GemmStats& gemm_stats();
+void gemm_stats_enable(bool on);
+
+}  // namespace zaya

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages zaya.cpp needs. Idempotent: packages already
+# present are skipped, and apt is not touched at all when nothing is missing.
+set -euo pipefail
+PKGS=(
+  build-essential cmake pkg-config git
+  libopenblas-openmp-dev libdnnl-dev
+  libopenmpi-dev openmpi-bin
+  libsentencepiece-dev sentencepiece
+  nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-torch python3-numpy python3-matplotlib
+  bible-kjv
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "[deps] installing: ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "[deps] done"
