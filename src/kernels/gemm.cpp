@@ -200,6 +200,18 @@ void gemm(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A
   cblas_dgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void gemm_serial(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C, ldc);
+  cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_serial(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
+                 int ldb, double beta, double* C, int ldc) {
+  gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 std::string gemm_runtime_info() {
   const auto& f = cpu_features();
   const dnnl_version_t* v = dnnl_version();

@@ -58,3 +58,12 @@ GemmStats& gemm_stats();
 void gemm_stats_enable(bool on);
 
 }  // namespace zaya
+
+namespace zaya {
+// Always-fp32/fp64 OpenBLAS product for use inside our own OpenMP parallel regions
+// (attention per head): the OpenMP build of OpenBLAS runs single-threaded there.
+void gemm_serial(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc);
+void gemm_serial(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A, int lda,
+                 const double* B, int ldb, double beta, double* C, int ldc);
+}  // namespace zaya

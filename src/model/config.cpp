@@ -205,6 +205,8 @@ void ModelConfig::validate() const {
   pos("cca_time0", conv_kernel0);
   pos("cca_time1", conv_kernel1);
   pos("max_position_embeddings", max_position_embeddings);
+  if (num_classes() > 256) fail("zaya_layers: ", num_experts, " experts exceed the supported 255 (+ skip class)");
+  if (conv_kernel0 > 8 || conv_kernel1 > 8) fail("fields 'cca_time0'/'cca_time1' must be at most 8");
   if (num_q_heads % num_kv_heads)
     fail("field 'num_query_groups_list' (", num_kv_heads, ") does not divide 'cca_num_q_heads' (", num_q_heads, ")");
   if (head_dim % 2) fail("head dim ", head_dim, " must be even (RoPE rotates pairs)");

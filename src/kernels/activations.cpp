@@ -1,0 +1,207 @@
+#include "kernels/activations.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace zaya {
+
+template <class T>
+static inline T gelu(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+}
+template <class T>
+static inline T gelu_grad(T x) {
+  const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return cdf + x * pdf;
+}
+
+template <class T>
+void bias_gelu_forward(T* y, T* pre, const T* b, int N, int D) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i)
+    for (int d = 0; d < D; ++d) {
+      size_t k = size_t(i) * D + d;
+      T v = y[k] + (b ? b[d] : T(0));
+      pre[k] = v;
+      y[k] = gelu(v);
+    }
+}
+
+template <class T>
+void gelu_backward(T* dpre, const T* dy, const T* pre, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t k = 0; k < n; ++k) dpre[k] = dy[k] * gelu_grad(pre[k]);
+}
+
+template <class T>
+void swiglu_forward(T* a, const T* u, int N, int F) {
+  const int H = F / 2;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* ui = u + size_t(i) * F;
+    T* ai = a + size_t(i) * H;
+    for (int j = 0; j < H; ++j) {
+      T g = ui[j];
+      ai[j] = g / (T(1) + std::exp(-g)) * ui[H + j];
+    }
+  }
+}
+
+template <class T>
+void swiglu_backward(T* du, const T* da, const T* u, int N, int F) {
+  const int H = F / 2;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* ui = u + size_t(i) * F;
+    const T* dai = da + size_t(i) * H;
+    T* dui = du + size_t(i) * F;
+    for (int j = 0; j < H; ++j) {
+      T g = ui[j], up = ui[H + j];
+      T s = T(1) / (T(1) + std::exp(-g));
+      T silu = g * s;
+      dui[j] = dai[j] * up * s * (T(1) + g * (T(1) - s));
+      dui[H + j] = dai[j] * silu;
+    }
+  }
+}
+
+template <class T>
+void softmax_forward(T* p, const T* z, int N, int K) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* zi = z + size_t(i) * K;
+    T* pi = p + size_t(i) * K;
+    T m = zi[0];
+    for (int k = 1; k < K; ++k) m = std::max(m, zi[k]);
+    T s = 0;
+    for (int k = 0; k < K; ++k) s += (pi[k] = std::exp(zi[k] - m));
+    for (int k = 0; k < K; ++k) pi[k] /= s;
+  }
+}
+
+template <class T>
+void softmax_backward(T* dz, const T* dp, const T* p, int N, int K) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* pi = p + size_t(i) * K;
+    const T* gi = dp + size_t(i) * K;
+    T dot = 0;
+    for (int k = 0; k < K; ++k) dot += pi[k] * gi[k];
+    for (int k = 0; k < K; ++k) dz[size_t(i) * K + k] = pi[k] * (gi[k] - dot);
+  }
+}
+
+template <class T>
+void l2norm_forward(T* y, T* norms, const T* x, const T* temp, int N, int H, int hd, int ld) {
+  const T root = T(std::sqrt(double(hd)));
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i)
+    for (int h = 0; h < H; ++h) {
+      const T* xv = x + size_t(i) * ld + size_t(h) * hd;
+      T* yv = y + size_t(i) * ld + size_t(h) * hd;
+      T ss = 0;
+      for (int d = 0; d < hd; ++d) ss += xv[d] * xv[d];
+      T n = std::max(std::sqrt(ss), T(1e-12));
+      norms[size_t(i) * H + h] = n;
+      T s = root * (temp ? temp[h] : T(1)) / n;
+      for (int d = 0; d < hd; ++d) yv[d] = xv[d] * s;
+    }
+}
+
+template <class T>
+void l2norm_backward(T* dx, T* dtemp, const T* dy, const T* x, const T* norms, const T* temp, int N, int H, int hd,
+                     int ld) {
+  const T root = T(std::sqrt(double(hd)));
+  // dtemp[h] = sum over rows of root * (g . x / n): reduce per head after the row loop.
+  std::vector<T> dt_rows(dtemp ? size_t(N) * H : 0);
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i)
+    for (int h = 0; h < H; ++h) {
+      const T* xv = x + size_t(i) * ld + size_t(h) * hd;
+      const T* gv = dy + size_t(i) * ld + size_t(h) * hd;
+      T* dv = dx + size_t(i) * ld + size_t(h) * hd;
+      const T n = norms[size_t(i) * H + h];
+      const T tv = temp ? temp[h] : T(1);
+      T gx = 0;
+      for (int d = 0; d < hd; ++d) gx += gv[d] * xv[d];
+      gx /= n;  // g . xhat
+      // y = root*t * xhat;  dx = root*t/n * (g - (g.xhat) xhat)   (norm clamp ignored: n > 1e-12)
+      const T s = root * tv / n;
+      for (int d = 0; d < hd; ++d) dv[d] += s * (gv[d] - gx * xv[d] / n);
+      if (dtemp) dt_rows[size_t(i) * H + h] = root * gx;
+    }
+  if (dtemp)
+    for (int h = 0; h < H; ++h) {
+      T acc = 0;
+      for (int i = 0; i < N; ++i) acc += dt_rows[size_t(i) * H + h];
+      dtemp[h] += acc;
+    }
+}
+
+void RopeTable::build(int rot_dim, int max_positions, double rope_theta) {
+  if (rot == rot_dim && max_pos >= max_positions && theta == rope_theta) return;
+  rot = rot_dim;
+  max_pos = max_positions;
+  theta = rope_theta;
+  const int half = rot / 2;
+  cos_.assign(size_t(max_pos) * half, 0);
+  sin_.assign(size_t(max_pos) * half, 0);
+  for (int p = 0; p < max_pos; ++p)
+    for (int i = 0; i < half; ++i) {
+      double inv_freq = std::pow(theta, -2.0 * i / rot);
+      double a = p * inv_freq;
+      cos_[size_t(p) * half + i] = std::cos(a);
+      sin_[size_t(p) * half + i] = std::sin(a);
+    }
+}
+
+template <class T>
+static void rope_apply(T* x, const RopeTable& rt, int N, int T_, int pos0, int H, int hd, int ld, double sign) {
+  const int half = rt.rot / 2;
+  ZAYA_CHECK(pos0 + T_ <= rt.max_pos, "position ", pos0 + T_, " exceeds the RoPE table (", rt.max_pos, ")");
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const int pos = pos0 + i % T_;
+    const double* c = &rt.cos_[size_t(pos) * half];
+    const double* s = &rt.sin_[size_t(pos) * half];
+    for (int h = 0; h < H; ++h) {
+      T* v = x + size_t(i) * ld + size_t(h) * hd;
+      for (int j = 0; j < half; ++j) {
+        const T cj = T(c[j]), sj = T(sign * s[j]);
+        const T a = v[j], b = v[j + half];
+        v[j] = a * cj - b * sj;
+        v[j + half] = b * cj + a * sj;
+      }
+    }
+  }
+}
+
+template <class T>
+void rope_forward(T* x, const RopeTable& rt, int N, int T_, int pos0, int H, int hd, int ld) {
+  rope_apply(x, rt, N, T_, pos0, H, hd, ld, 1.0);
+}
+
+// The rotation is orthogonal: its backward is the rotation by the opposite angle.
+template <class T>
+void rope_backward(T* dx, const RopeTable& rt, int N, int T_, int pos0, int H, int hd, int ld) {
+  rope_apply(dx, rt, N, T_, pos0, H, hd, ld, -1.0);
+}
+
+#define ZAYA_INST(T)                                                                           \
+  template void bias_gelu_forward<T>(T*, T*, const T*, int, int);                              \
+  template void gelu_backward<T>(T*, const T*, const T*, size_t);                              \
+  template void swiglu_forward<T>(T*, const T*, int, int);                                     \
+  template void swiglu_backward<T>(T*, const T*, const T*, int, int);                          \
+  template void softmax_forward<T>(T*, const T*, int, int);                                    \
+  template void softmax_backward<T>(T*, const T*, const T*, int, int);                         \
+  template void l2norm_forward<T>(T*, T*, const T*, const T*, int, int, int, int);             \
+  template void l2norm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int, int, int); \
+  template void rope_forward<T>(T*, const RopeTable&, int, int, int, int, int, int);           \
+  template void rope_backward<T>(T*, const RopeTable&, int, int, int, int, int, int);
+ZAYA_INST(float)
+ZAYA_INST(double)
+
+}  // namespace zaya

@@ -1,0 +1,103 @@
+#include "kernels/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/gemm.h"
+
+namespace zaya {
+
+// S = scale * Q K^T over the causal window, then rows turned into probabilities using
+// either a fresh max/sum (forward: writes lse) or a saved lse (backward).
+template <class T>
+static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s) {
+  for (int t = 0; t < s.Tq; ++t) {
+    T* row = S + size_t(t) * s.Tk;
+    const int last = std::min(s.Tk - 1, s.q_pos0 + t);  // keys 0..last are visible
+    if (!have_lse) {
+      T m = -std::numeric_limits<T>::infinity();
+      for (int u = 0; u <= last; ++u) m = std::max(m, row[u]);
+      T sum = 0;
+      for (int u = 0; u <= last; ++u) sum += (row[u] = std::exp(row[u] - m));
+      const T inv = T(1) / sum;
+      for (int u = 0; u <= last; ++u) row[u] *= inv;
+      lse_row[t] = m + std::log(sum);
+    } else {
+      const T l = lse_row[t];
+      for (int u = 0; u <= last; ++u) row[u] = std::exp(row[u] - l);
+    }
+    for (int u = last + 1; u < s.Tk; ++u) row[u] = 0;
+  }
+}
+
+template <class T>
+void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, T* scratch) {
+  const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
+  const T scale = T(1) / std::sqrt(T(s.hd));
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < s.B; ++b)
+    for (int j = 0; j < s.Hq; ++j) {
+      T* S = scratch + size_t(omp_get_thread_num()) * 2 * s.Tq * s.Tk;
+      const int g = j / G;
+      const T* qb = q + size_t(b) * s.Tq * lq + size_t(j) * s.hd;
+      const T* kb = k + size_t(b) * s.Tk * lk + size_t(g) * s.hd;
+      const T* vb = v + size_t(b) * s.Tk * lv + size_t(g) * s.hd;
+      gemm_serial(Trans::N, Trans::T, s.Tq, s.Tk, s.hd, scale, qb, lq, kb, lk, T(0), S, s.Tk);
+      scores_to_probs(S, lse + (size_t(b) * s.Hq + j) * s.Tq, false, s);
+      gemm_serial(Trans::N, Trans::N, s.Tq, s.hd, s.Tk, T(1), S, s.Tk, vb, lv, T(0),
+                  out + size_t(b) * s.Tq * lo + size_t(j) * s.hd, lo);
+    }
+}
+
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse, const T* q, const T* k,
+                        const T* v, const AttnShape& s, T* scratch) {
+  const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
+  const T scale = T(1) / std::sqrt(T(s.hd));
+  // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < s.B; ++b)
+    for (int g = 0; g < s.Hk; ++g) {
+      T* P = scratch + size_t(omp_get_thread_num()) * 2 * s.Tq * s.Tk;
+      T* dP = P + size_t(s.Tq) * s.Tk;
+      const T* kb = k + size_t(b) * s.Tk * lk + size_t(g) * s.hd;
+      const T* vb = v + size_t(b) * s.Tk * lv + size_t(g) * s.hd;
+      T* dkb = dk + size_t(b) * s.Tk * lk + size_t(g) * s.hd;
+      T* dvb = dv + size_t(b) * s.Tk * lv + size_t(g) * s.hd;
+      for (int j = g * G; j < (g + 1) * G; ++j) {
+        const size_t qoff = size_t(b) * s.Tq * lq + size_t(j) * s.hd;
+        const size_t ooff = size_t(b) * s.Tq * lo + size_t(j) * s.hd;
+        gemm_serial(Trans::N, Trans::T, s.Tq, s.Tk, s.hd, scale, q + qoff, lq, kb, lk, T(0), P, s.Tk);
+        scores_to_probs(P, const_cast<T*>(lse) + (size_t(b) * s.Hq + j) * s.Tq, true, s);
+        // dP = dO V^T;  dS = P * (dP - rowdot(dO, O))
+        gemm_serial(Trans::N, Trans::T, s.Tq, s.Tk, s.hd, T(1), dout + ooff, lo, vb, lv, T(0), dP, s.Tk);
+        for (int t = 0; t < s.Tq; ++t) {
+          const T* o = out + ooff + size_t(t) * lo;
+          const T* go = dout + ooff + size_t(t) * lo;
+          T Dt = 0;
+          for (int d = 0; d < s.hd; ++d) Dt += o[d] * go[d];
+          T* pr = P + size_t(t) * s.Tk;
+          T* dr = dP + size_t(t) * s.Tk;
+          for (int u = 0; u < s.Tk; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+        }
+        // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q
+        gemm_serial(Trans::T, Trans::N, s.Tk, s.hd, s.Tq, T(1), P, s.Tk, dout + ooff, lo, T(1), dvb, lv);
+        gemm_serial(Trans::N, Trans::N, s.Tq, s.hd, s.Tk, scale, dP, s.Tk, kb, lk, T(1), dq + qoff, lq);
+        gemm_serial(Trans::T, Trans::N, s.Tk, s.hd, s.Tq, scale, dP, s.Tk, q + qoff, lq, T(1), dkb, lk);
+      }
+    }
+}
+
+template void attention_forward<float>(float*, float*, const float*, const float*, const float*, const AttnShape&,
+                                       float*);
+template void attention_forward<double>(double*, double*, const double*, const double*, const double*,
+                                        const AttnShape&, double*);
+template void attention_backward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                        const float*, const float*, const float*, const AttnShape&, float*);
+template void attention_backward<double>(double*, double*, double*, const double*, const double*, const double*,
+                                         const double*, const double*, const double*, const AttnShape&, double*);
+
+}  // namespace zaya

@@ -1,0 +1,30 @@
+// Causal GQA softmax attention (spec section 3, step 7), fp32 softmax, scale 1/sqrt(hd).
+// Memory-aware: forward keeps only the row log-sum-exp (lse); backward recomputes the
+// probabilities per head (as FlashAttention does), so no [T, T] tensor is stored per layer.
+//
+// Sequence-shard seam (context parallel): queries are Tq positions starting at q_pos0;
+// keys/values are Tk positions starting at 0 (a gathered K/V); query at position q may
+// attend keys s <= q. The local case is Tq == Tk, q_pos0 == 0.
+// Layout: q rows [B*Tq] of Hq heads, k and v rows [B*Tk] of Hk heads, out rows [B*Tq] of Hq
+// heads, each with its own row stride (ld*); lse [B, Hq, Tq]. dq/dk/dv/dout share the
+// strides of q/k/v/out.
+#pragma once
+#include <cstddef>
+
+namespace zaya {
+
+struct AttnShape {
+  int B, Tq, Tk, q_pos0, Hq, Hk, hd;
+  int ldq, ldk, ldv, ldo;
+  // Scratch elements needed by attention_forward/backward for `threads` threads.
+  size_t scratch_elems(int threads) const { return size_t(threads) * 2 * size_t(Tq) * Tk; }
+};
+
+template <class T>
+void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, T* scratch);
+// Accumulates into dq, dk, dv.
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse, const T* q, const T* k,
+                        const T* v, const AttnShape& s, T* scratch);
+
+}  // namespace zaya

@@ -1,0 +1,58 @@
+#include "kernels/loss.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zaya {
+
+template <class T>
+double cross_entropy_forward(T* lse, T* logprob, const T* logits, const int32_t* targets, int N, int V, int* count) {
+  double total = 0;
+  int n = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, n)
+  for (int i = 0; i < N; ++i) {
+    const T* z = logits + size_t(i) * V;
+    T m = z[0];
+    for (int v = 1; v < V; ++v) m = std::max(m, z[v]);
+    double s = 0;
+    for (int v = 0; v < V; ++v) s += std::exp(double(z[v] - m));
+    const double l = double(m) + std::log(s);
+    lse[i] = T(l);
+    const int32_t t = targets[i];
+    double lp = 0;
+    if (t != kIgnoreIndex) {
+      lp = double(z[t]) - l;
+      total -= lp;
+      ++n;
+    }
+    if (logprob) logprob[i] = T(lp);
+  }
+  *count = n;
+  return total;
+}
+
+template <class T>
+void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets, int N, int V,
+                            T scale) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* z = logits + size_t(i) * V;
+    T* dz = dlogits + size_t(i) * V;
+    const int32_t t = targets[i];
+    if (t == kIgnoreIndex) {
+      std::fill(dz, dz + V, T(0));
+      continue;
+    }
+    const T l = lse[i];
+    for (int v = 0; v < V; ++v) dz[v] = std::exp(z[v] - l) * scale;
+    dz[t] -= scale;
+  }
+}
+
+template double cross_entropy_forward<float>(float*, float*, const float*, const int32_t*, int, int, int*);
+template double cross_entropy_forward<double>(double*, double*, const double*, const int32_t*, int, int, int*);
+template void cross_entropy_backward<float>(float*, const float*, const float*, const int32_t*, int, int, float);
+template void cross_entropy_backward<double>(double*, const double*, const double*, const int32_t*, int, int,
+                                             double);
+
+}  // namespace zaya

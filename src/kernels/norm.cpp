@@ -1,0 +1,160 @@
+#include "kernels/norm.h"
+
+#include <cmath>
+
+namespace zaya {
+
+template <class T>
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int D, double eps) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* xi = x + size_t(i) * D;
+    T* oi = out + size_t(i) * D;
+    double ss = 0;  // accumulate in double: the norm is computed at least in fp32 (spec)
+    for (int d = 0; d < D; ++d) ss += double(xi[d]) * xi[d];
+    T r = T(1.0 / std::sqrt(ss / D + eps));
+    rstd[i] = r;
+    for (int d = 0; d < D; ++d) oi[d] = w[d] * (xi[d] * r);
+  }
+}
+
+template <class T>
+void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const T* rstd, int N, int D) {
+  // y = w * x * r, r = (mean(x^2)+eps)^-1/2:  dx = r * (g*w - x * r^2 * mean(g*w*x))
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* xi = x + size_t(i) * D;
+    const T* gi = dout + size_t(i) * D;
+    T* dxi = dx + size_t(i) * D;
+    const T r = rstd[i];
+    double dot = 0;
+    for (int d = 0; d < D; ++d) dot += double(gi[d]) * w[d] * xi[d];
+    const T c = T(dot / D) * r * r;
+    for (int d = 0; d < D; ++d) dxi[d] += r * (gi[d] * w[d] - xi[d] * c);
+  }
+  // dw[d] += sum_i g[i,d] * x[i,d] * r[i]
+  constexpr int kBlock = 64;
+#pragma omp parallel for schedule(static)
+  for (int d0 = 0; d0 < D; d0 += kBlock) {
+    const int d1 = d0 + kBlock < D ? d0 + kBlock : D;
+    T acc[kBlock] = {};
+    for (int i = 0; i < N; ++i) {
+      const T* xi = x + size_t(i) * D;
+      const T* gi = dout + size_t(i) * D;
+      const T r = rstd[i];
+      for (int d = d0; d < d1; ++d) acc[d - d0] += gi[d] * xi[d] * r;
+    }
+    for (int d = d0; d < d1; ++d) dw[d] += acc[d - d0];
+  }
+}
+
+template <class T>
+void colsum_product(T* dst, const T* a, const T* b, int N, int D, int lda, int ldb) {
+  constexpr int kBlock = 64;
+#pragma omp parallel for schedule(static)
+  for (int d0 = 0; d0 < D; d0 += kBlock) {
+    const int d1 = d0 + kBlock < D ? d0 + kBlock : D;
+    T acc[kBlock] = {};
+    for (int i = 0; i < N; ++i) {
+      const T* ai = a + size_t(i) * lda;
+      if (b) {
+        const T* bi = b + size_t(i) * ldb;
+        for (int d = d0; d < d1; ++d) acc[d - d0] += ai[d] * bi[d];
+      } else {
+        for (int d = d0; d < d1; ++d) acc[d - d0] += ai[d];
+      }
+    }
+    for (int d = d0; d < d1; ++d) dst[d] += acc[d - d0];
+  }
+}
+
+template <class T>
+void res_merge_forward(T* res_out, const T* h, const T* res, const T* hs, const T* hb, const T* rs, const T* rb,
+                       int N, int D) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* hi = h + size_t(i) * D;
+    const T* ri = res ? res + size_t(i) * D : nullptr;
+    T* oi = res_out + size_t(i) * D;
+    for (int d = 0; d < D; ++d) {
+      T v = hs ? (hi[d] + hb[d]) * hs[d] : hi[d];
+      if (ri) v += rs ? (ri[d] + rb[d]) * rs[d] : ri[d];
+      oi[d] = v;
+    }
+  }
+}
+
+template <class T>
+void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T* dout, const T* h, const T* res,
+                        const T* hs, const T* hb, const T* rs, const T* rb, int N, int D) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* gi = dout + size_t(i) * D;
+    T* dhi = dh + size_t(i) * D;
+    T* dri = dres ? dres + size_t(i) * D : nullptr;
+    for (int d = 0; d < D; ++d) {
+      dhi[d] += hs ? gi[d] * hs[d] : gi[d];
+      if (dri) dri[d] += rs ? gi[d] * rs[d] : gi[d];
+    }
+  }
+  if (!hs) return;
+  // d hs = sum g * (h + hb); d hb = sum g * hs. The bias is folded in with one extra
+  // column sum: sum g*(h+hb) = sum g*h + hb * sum g.
+  constexpr int kBlock = 64;
+#pragma omp parallel for schedule(static)
+  for (int d0 = 0; d0 < D; d0 += kBlock) {
+    const int d1 = d0 + kBlock < D ? d0 + kBlock : D;
+    T gsum[kBlock] = {}, gh[kBlock] = {}, gr[kBlock] = {};
+    for (int i = 0; i < N; ++i) {
+      const T* gi = dout + size_t(i) * D;
+      const T* hi = h + size_t(i) * D;
+      const T* ri = res ? res + size_t(i) * D : nullptr;
+      for (int d = d0; d < d1; ++d) {
+        gsum[d - d0] += gi[d];
+        gh[d - d0] += gi[d] * hi[d];
+        if (ri) gr[d - d0] += gi[d] * ri[d];
+      }
+    }
+    for (int d = d0; d < d1; ++d) {
+      const T g = gsum[d - d0];
+      dhs[d] += gh[d - d0] + hb[d] * g;
+      dhb[d] += hs[d] * g;
+      if (res && drs) {
+        drs[d] += gr[d - d0] + rb[d] * g;
+        drb[d] += rs[d] * g;
+      }
+    }
+  }
+}
+
+template <class T>
+void embedding_forward(T* out, const int32_t* ids, const T* table, int N, int D) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i)
+    for (int d = 0; d < D; ++d) out[size_t(i) * D + d] = table[size_t(ids[i]) * D + d];
+}
+
+template <class T>
+void embedding_backward(T* dtable, const T* dout, const int32_t* ids, int N, int D) {
+  // Rows may repeat: parallelise over columns so no two threads touch one element.
+#pragma omp parallel for schedule(static)
+  for (int d0 = 0; d0 < D; d0 += 16) {
+    const int d1 = d0 + 16 < D ? d0 + 16 : D;
+    for (int i = 0; i < N; ++i)
+      for (int d = d0; d < d1; ++d) dtable[size_t(ids[i]) * D + d] += dout[size_t(i) * D + d];
+  }
+}
+
+#define ZAYA_INST(T)                                                                                              \
+  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int, int, double);                                 \
+  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int);                    \
+  template void colsum_product<T>(T*, const T*, const T*, int, int, int, int);                                    \
+  template void res_merge_forward<T>(T*, const T*, const T*, const T*, const T*, const T*, const T*, int, int);   \
+  template void res_merge_backward<T>(T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,   \
+                                      const T*, const T*, int, int);                                              \
+  template void embedding_forward<T>(T*, const int32_t*, const T*, int, int);                                     \
+  template void embedding_backward<T>(T*, const T*, const int32_t*, int, int);
+ZAYA_INST(float)
+ZAYA_INST(double)
+
+}  // namespace zaya

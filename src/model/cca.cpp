@@ -1,0 +1,191 @@
+// CCA forward and backward. Steps are numbered as in spec section 3.
+#include "model/cca.h"
+
+#include <omp.h>
+
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/conv.h"
+#include "kernels/gemm.h"
+
+namespace zaya {
+
+template <class T>
+void CcaSaved<T>::resize(const ModelConfig& c, int B, int T_) {
+  const size_t N = size_t(B) * T_, C = c.conv_channels(), tall = size_t(B) * (T_ + c.conv_kernel1 - 1) * C;
+  p_NC.assign(N * C, 0);
+  y0_tall.assign(tall, 0);
+  conv_tall.assign(tall, 0);
+  qk_pre_NC.assign(N * C, 0);
+  qk_NC.assign(N * C, 0);
+  norms_NH.assign(N * (c.num_q_heads + c.num_kv_heads), 0);
+  v_NV.assign(N * c.num_kv_heads * c.head_dim, 0);
+  attn_NQ.assign(N * c.num_q_heads * c.head_dim, 0);
+  lse_BHT.assign(N * c.num_q_heads, 0);
+}
+
+template <class T>
+void CcaScratch<T>::resize(const ModelConfig& c, int B, int T_) {
+  const size_t N = size_t(B) * T_, C = c.conv_channels(), tall = size_t(B) * (T_ + c.conv_kernel1 - 1) * C;
+  w1p.assign(size_t(c.conv_kernel1) * C * c.head_dim, 0);
+  dw1p.assign(w1p.size(), 0);
+  AttnShape a{B, T_, T_, 0, c.num_q_heads, c.num_kv_heads, c.head_dim, 0, 0, 0, 0};
+  attn.assign(a.scratch_elems(omp_get_max_threads()), 0);
+  d_attn_NQ.assign(N * c.num_q_heads * c.head_dim, 0);
+  dqk_NC.assign(N * C, 0);
+  dqk_pre_NC.assign(N * C, 0);
+  dp_NC.assign(N * C, 0);
+  dv_NV.assign(N * c.num_kv_heads * c.head_dim, 0);
+  dconv_tall.assign(tall, 0);
+  dy0_tall.assign(tall, 0);
+}
+
+namespace {
+struct Dims {
+  int N, D, hd, Hq, Hk, G, QD, KD, VH, C, Tr;
+  Dims(const ModelConfig& c, const CcaDims& d)
+      : N(d.B * d.T), D(c.hidden_size), hd(c.head_dim), Hq(c.num_q_heads), Hk(c.num_kv_heads), G(Hq / Hk),
+        QD(Hq * hd), KD(Hk * hd), VH(KD / 2), C(c.conv_channels()), Tr(d.T + c.conv_kernel1 - 1) {}
+};
+}  // namespace
+
+template <class T>
+void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
+                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k) {
+  const Dims z(c, d);
+  T* p = s.p_NC.data();
+  T* v = s.v_NV.data();
+  // 1. q0, k0 projections, packed along channels.
+  gemm(Trans::N, Trans::T, z.N, z.QD, z.D, T(1), x, z.D, W + o.wq, z.D, T(0), p, z.C);
+  gemm(Trans::N, Trans::T, z.N, z.KD, z.D, T(1), x, z.D, W + o.wk, z.D, T(0), p + z.QD, z.C);
+  // 4. values: val_proj1(x_t) | val_proj2(x_{t-1}), x_{-1} = 0.
+  gemm(Trans::N, Trans::T, z.N, z.VH, z.D, T(1), x, z.D, W + o.wv1, z.D, T(0), v, z.KD);
+  for (int b = 0; b < d.B; ++b) {
+    T* vb = v + size_t(b) * d.T * z.KD;
+    std::memset(vb + z.VH, 0, sizeof(T) * z.VH);
+    gemm(Trans::N, Trans::T, d.T - 1, z.VH, z.D, T(1), x + size_t(b) * d.T * z.D, z.D, W + o.wv2, z.D, T(0),
+         vb + z.KD + z.VH, z.KD);
+  }
+  // 2. causal depthwise + grouped convolution over time.
+  ConvShape cs{d.B, d.T, z.C, z.hd, c.conv_kernel0, c.conv_kernel1};
+  causal_conv_forward(s.conv_tall.data(), s.y0_tall.data(), k.w1p.data(), p, (const T*)nullptr, W + o.conv0_w,
+                      W + o.conv0_b, W + o.conv1_w, W + o.conv1_b, cs);
+  // 3. q-k mean: q_j = c_j + (q0_j + k0_g)/2;  k_g = c_g + mean_j (q0_j + k0_g)/2.
+  T* qk_pre = s.qk_pre_NC.data();
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < z.N; ++i) {
+    const T* cr = s.conv_tall.data() + (size_t(i / d.T) * z.Tr + i % d.T) * z.C;
+    const T* pr = p + size_t(i) * z.C;
+    T* qr = qk_pre + size_t(i) * z.C;
+    for (int g = 0; g < z.Hk; ++g)
+      for (int e = 0; e < z.hd; ++e) {
+        const T k0 = pr[z.QD + g * z.hd + e];
+        T mk = 0;
+        for (int j = g * z.G; j < (g + 1) * z.G; ++j) {
+          const T m = (pr[j * z.hd + e] + k0) * T(0.5);
+          qr[j * z.hd + e] = cr[j * z.hd + e] + m;
+          mk += m;
+        }
+        qr[z.QD + g * z.hd + e] = cr[z.QD + g * z.hd + e] + mk / T(z.G);
+      }
+  }
+  // 5. L2 normalisation (k with its per-head temperature), 6. partial RoPE.
+  T* qk = s.qk_NC.data();
+  T* norms = s.norms_NH.data();
+  l2norm_forward(qk, norms, qk_pre, (const T*)nullptr, z.N, z.Hq, z.hd, z.C);
+  l2norm_forward(qk + z.QD, norms + size_t(z.N) * z.Hq, qk_pre + z.QD, W + o.temp, z.N, z.Hk, z.hd, z.C);
+  rope_forward(qk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
+  rope_forward(qk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
+  // 7. causal GQA attention, 8. o_proj.
+  AttnShape as{d.B, d.T, d.T, 0, z.Hq, z.Hk, z.hd, z.C, z.C, z.KD, z.QD};
+  attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, qk + z.QD, v, as, k.attn.data());
+  gemm(Trans::N, Trans::T, z.N, z.D, z.QD, T(1), s.attn_NQ.data(), z.QD, W + o.wo, z.QD, T(0), out, z.D);
+}
+
+template <class T>
+void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c,
+                  const CcaDims& d, const RopeTable& rope, const CcaSaved<T>& s, CcaScratch<T>& k) {
+  const Dims z(c, d);
+  // 8. o_proj
+  T* d_attn = k.d_attn_NQ.data();
+  gemm(Trans::N, Trans::N, z.N, z.QD, z.D, T(1), dout, z.D, W + o.wo, z.QD, T(0), d_attn, z.QD);
+  gemm(Trans::T, Trans::N, z.D, z.QD, z.N, T(1), dout, z.D, s.attn_NQ.data(), z.QD, T(1), dW + o.wo, z.QD);
+  // 7. attention
+  T* dqk = k.dqk_NC.data();
+  T* dv = k.dv_NV.data();
+  std::memset(dqk, 0, sizeof(T) * k.dqk_NC.size());
+  std::memset(dv, 0, sizeof(T) * k.dv_NV.size());
+  const T* qk = s.qk_NC.data();
+  AttnShape as{d.B, d.T, d.T, 0, z.Hq, z.Hk, z.hd, z.C, z.C, z.KD, z.QD};
+  attention_backward(dqk, dqk + z.QD, dv, d_attn, s.attn_NQ.data(), s.lse_BHT.data(), qk, qk + z.QD,
+                     s.v_NV.data(), as, k.attn.data());
+  // 6. RoPE, 5. normalisation
+  rope_backward(dqk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
+  rope_backward(dqk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
+  T* dpre = k.dqk_pre_NC.data();
+  std::memset(dpre, 0, sizeof(T) * k.dqk_pre_NC.size());
+  const T* norms = s.norms_NH.data();
+  l2norm_backward(dpre, (T*)nullptr, dqk, s.qk_pre_NC.data(), norms, (const T*)nullptr, z.N, z.Hq, z.hd, z.C);
+  l2norm_backward(dpre + z.QD, dW + o.temp, dqk + z.QD, s.qk_pre_NC.data() + z.QD, norms + size_t(z.N) * z.Hq,
+                  W + o.temp, z.N, z.Hk, z.hd, z.C);
+  // 3. q-k mean: the conv output gets the gradient as is; q0/k0 through m.
+  T* dconv = k.dconv_tall.data();
+  T* dp = k.dp_NC.data();
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < d.B * z.Tr; ++r) {
+    const int b = r / z.Tr, t = r % z.Tr;
+    T* dcr = dconv + size_t(r) * z.C;
+    if (t >= d.T) {
+      std::memset(dcr, 0, sizeof(T) * z.C);
+      continue;
+    }
+    const size_t i = size_t(b) * d.T + t;
+    const T* g = dpre + i * z.C;
+    std::memcpy(dcr, g, sizeof(T) * z.C);
+    T* dpr = dp + i * z.C;
+    for (int h = 0; h < z.Hk; ++h)
+      for (int e = 0; e < z.hd; ++e) {
+        const T gk = g[z.QD + h * z.hd + e] / T(z.G);
+        T dk0 = 0;
+        for (int j = h * z.G; j < (h + 1) * z.G; ++j) {
+          const T dm = (g[j * z.hd + e] + gk) * T(0.5);
+          dpr[j * z.hd + e] = dm;
+          dk0 += dm;
+        }
+        dpr[z.QD + h * z.hd + e] = dk0;
+      }
+  }
+  // 2. convolution
+  ConvShape cs{d.B, d.T, z.C, z.hd, c.conv_kernel0, c.conv_kernel1};
+  causal_conv_backward(dp, (T*)nullptr, dW + o.conv0_w, dW + o.conv0_b, dW + o.conv1_w, dW + o.conv1_b,
+                       k.dy0_tall.data(), k.dw1p.data(), dconv, s.y0_tall.data(), k.w1p.data(), W + o.conv1_w,
+                       s.p_NC.data(), (const T*)nullptr, W + o.conv0_w, cs);
+  // 1. projections
+  gemm(Trans::N, Trans::N, z.N, z.D, z.QD, T(1), dp, z.C, W + o.wq, z.D, T(1), dx, z.D);
+  gemm(Trans::T, Trans::N, z.QD, z.D, z.N, T(1), dp, z.C, x, z.D, T(1), dW + o.wq, z.D);
+  gemm(Trans::N, Trans::N, z.N, z.D, z.KD, T(1), dp + z.QD, z.C, W + o.wk, z.D, T(1), dx, z.D);
+  gemm(Trans::T, Trans::N, z.KD, z.D, z.N, T(1), dp + z.QD, z.C, x, z.D, T(1), dW + o.wk, z.D);
+  // 4. values
+  gemm(Trans::N, Trans::N, z.N, z.D, z.VH, T(1), dv, z.KD, W + o.wv1, z.D, T(1), dx, z.D);
+  gemm(Trans::T, Trans::N, z.VH, z.D, z.N, T(1), dv, z.KD, x, z.D, T(1), dW + o.wv1, z.D);
+  for (int b = 0; b < d.B; ++b) {
+    const T* dvb = dv + (size_t(b) * d.T + 1) * z.KD + z.VH;
+    const T* xb = x + size_t(b) * d.T * z.D;
+    gemm(Trans::N, Trans::N, d.T - 1, z.D, z.VH, T(1), dvb, z.KD, W + o.wv2, z.D, T(1), dx + size_t(b) * d.T * z.D,
+         z.D);
+    gemm(Trans::T, Trans::N, z.VH, z.D, d.T - 1, T(1), dvb, z.KD, xb, z.D, T(1), dW + o.wv2, z.D);
+  }
+}
+
+#define ZAYA_INST(T)                                                                                        \
+  template struct CcaSaved<T>;                                                                              \
+  template struct CcaScratch<T>;                                                                            \
+  template void cca_forward<T>(T*, const T*, const T*, const CcaOffsets&, const ModelConfig&, const CcaDims&, \
+                               const RopeTable&, CcaSaved<T>&, CcaScratch<T>&);                             \
+  template void cca_backward<T>(T*, T*, const T*, const T*, const T*, const CcaOffsets&, const ModelConfig&,  \
+                                const CcaDims&, const RopeTable&, const CcaSaved<T>&, CcaScratch<T>&);
+ZAYA_INST(float)
+ZAYA_INST(double)
+
+}  // namespace zaya

@@ -1,0 +1,209 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/gemm.h"
+#include "kernels/loss.h"
+#include "kernels/norm.h"
+
+namespace zaya {
+
+template <class T>
+Model<T>::Model(const ModelConfig& cfg, ExpertRange experts) : layout(build_layout(cfg, experts)) {
+  params.assign(layout.params.total, T(0));
+  grads.assign(layout.params.total, T(0));
+  buffers.assign(layout.buffers.total, T(0));
+  experts_ = std::make_unique<LocalExperts<T>>(layout.experts, cfg.num_layers);
+  rope_.build(cfg.rotary_dim(), cfg.max_position_embeddings, cfg.rope_theta);
+}
+
+template <class T>
+void Model<T>::init(uint64_t seed) {
+  init_params(layout, seed, params.data());
+  init_buffers(layout, buffers.data());
+}
+
+template <class T>
+void Model<T>::set_experts(std::unique_ptr<ExpertCompute<T>> e) {
+  experts_ = std::move(e);
+  if (cap_B_) experts_->resize(cfg(), cap_B_ * cap_T_ * cfg().topk);
+}
+
+template <class T>
+void Model<T>::zero_grads() {
+  std::fill(grads.begin(), grads.end(), T(0));
+}
+
+template <class T>
+void Model<T>::reserve(int B, int T_) {
+  ZAYA_CHECK(B > 0 && T_ > 0, "batch ", B, " x sequence ", T_, " must be positive");
+  if (B * T_ <= cap_B_ * cap_T_ && B <= cap_B_ && T_ <= cap_T_) return;
+  B = std::max(B, cap_B_);
+  T_ = std::max(T_, cap_T_);
+  const ModelConfig& c = cfg();
+  const size_t N = size_t(B) * T_, D = c.hidden_size;
+  inputs_.assign(N, 0);
+  targets_.assign(N, 0);
+  for (auto* v : {&emb_ND_, &res_final_ND_, &xf_ND_, &dx_ND_, &dxf_ND_, &dh_[0], &dh_[1], &dres_[0], &dres_[1]})
+    v->assign(N * D, 0);
+  rstd_f_N_.assign(N, 0);
+  lse_N_.assign(N, 0);
+  logits_NV_.assign(N * c.vocab_size, 0);
+  dr_carry_NR_.assign(N * c.router_hidden, 0);
+  acts_.resize(c.num_sublayers());
+  for (int n = 0; n < c.num_sublayers(); ++n) {
+    auto& a = acts_[n];
+    for (auto* v : {&a.res_ND, &a.x_ND, &a.out_ND}) v->assign(N * D, 0);
+    a.rstd_N.assign(N, 0);
+    if (n % 2 == 0)
+      a.cca.resize(c, B, T_);
+    else
+      a.moe.resize(c, int(N));
+  }
+  cca_scratch_.resize(c, B, T_);
+  moe_scratch_.resize(c, int(N));
+  experts_->resize(c, int(N) * c.topk);
+  cap_B_ = B;
+  cap_T_ = T_;
+}
+
+template <class T>
+static const T* opt(const std::vector<T>& v, size_t off) {
+  return off == kNone ? nullptr : v.data() + off;
+}
+
+template <class T>
+ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, int B, int T_, int pos0) {
+  const ModelConfig& c = cfg();
+  ZAYA_CHECK(pos0 + T_ <= c.max_position_embeddings, "sequence end ", pos0 + T_,
+             " exceeds max_position_embeddings ", c.max_position_embeddings);
+  reserve(B, T_);
+  B_ = B;
+  S_ = T_;
+  pos0_ = pos0;
+  const int N = B * T_, D = c.hidden_size, V = c.vocab_size;
+  for (int i = 0; i < N; ++i)
+    ZAYA_CHECK(inputs[i] >= 0 && inputs[i] < V, "token id ", inputs[i], " at position ", i,
+               " is outside the vocabulary (", V, ")");
+  std::copy(inputs, inputs + N, inputs_.begin());
+  embedding_forward(emb_ND_.data(), inputs, p(layout.embed), N, D);
+  const T* h = emb_ND_.data();
+  const T* res = nullptr;
+  const T* r_prev = nullptr;
+  int moe_index = 0;
+  for (int n = 0; n < c.num_sublayers(); ++n) {
+    const SublayerOffsets& so = layout.sub[n];
+    SublayerActs<T>& a = acts_[n];
+    res_merge_forward(a.res_ND.data(), h, res, opt(params, so.rs.hs_scale), opt(params, so.rs.hs_bias),
+                      opt(params, so.rs.res_scale), opt(params, so.rs.res_bias), N, D);
+    rmsnorm_forward(a.x_ND.data(), a.rstd_N.data(), a.res_ND.data(), p(so.norm), N, D, c.norm_eps);
+    if (so.attention) {
+      cca_forward(a.out_ND.data(), a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0}, rope_, a.cca,
+                  cca_scratch_);
+    } else {
+      moe_forward(a.out_ND.data(), a.x_ND.data(), r_prev, params.data(), buffers.data() + so.moe.router.balancing_bias,
+                  so.moe, c, N, moe_index, a.moe, *experts_);
+      r_prev = a.moe.r_NR.data();
+      ++moe_index;
+    }
+    h = a.out_ND.data();
+    res = a.res_ND.data();
+  }
+  const ResScaleOffsets& fr = layout.final_rs;
+  res_merge_forward(res_final_ND_.data(), h, res, opt(params, fr.hs_scale), opt(params, fr.hs_bias),
+                    opt(params, fr.res_scale), opt(params, fr.res_bias), N, D);
+  rmsnorm_forward(xf_ND_.data(), rstd_f_N_.data(), res_final_ND_.data(), p(layout.final_norm), N, D, c.norm_eps);
+  gemm(Trans::N, Trans::T, N, V, D, T(1), xf_ND_.data(), D, p(layout.embed), D, T(0), logits_NV_.data(), V);
+  ForwardResult r;
+  if (targets) {
+    std::copy(targets, targets + N, targets_.begin());
+    for (int i = 0; i < N; ++i)
+      ZAYA_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < V), "target id ", targets[i],
+                 " at position ", i, " is outside the vocabulary (", V, ")");
+    r.loss_sum = cross_entropy_forward(lse_N_.data(), (T*)nullptr, logits_NV_.data(), targets, N, V, &r.count);
+    r.loss = r.count ? r.loss_sum / r.count : 0.0;
+  } else {
+    std::fill(targets_.begin(), targets_.begin() + N, kIgnoreIndex);
+  }
+  count_ = r.count;
+  return r;
+}
+
+template <class T>
+void Model<T>::backward(T loss_scale) {
+  const ModelConfig& c = cfg();
+  const int B = B_, T_ = S_, N = B * T_, D = c.hidden_size, V = c.vocab_size;
+  ZAYA_CHECK(N > 0, "backward() needs a forward() first");
+  T* dW = grads.data();
+  // Loss and tied LM head (dlogits overwrite the logits buffer).
+  T* dlogits = logits_NV_.data();
+  const T scale = count_ ? loss_scale / T(count_) : T(0);
+  cross_entropy_backward(dlogits, logits_NV_.data(), lse_N_.data(), targets_.data(), N, V, scale);
+  gemm(Trans::N, Trans::N, N, D, V, T(1), dlogits, V, p(layout.embed), D, T(0), dxf_ND_.data(), D);
+  gemm(Trans::T, Trans::N, V, D, N, T(1), dlogits, V, xf_ND_.data(), D, T(1), dW + layout.embed, D);
+  // Final norm and merge.
+  int cur = 0;
+  T* dres = dres_[cur].data();
+  std::fill(dres, dres + size_t(N) * D, T(0));
+  rmsnorm_backward(dres, dW + layout.final_norm, dxf_ND_.data(), res_final_ND_.data(), p(layout.final_norm),
+                   rstd_f_N_.data(), N, D);
+  auto merge_back = [&](const ResScaleOffsets& rs, T* dh_prev, T* dres_prev, const T* dout, const T* h_in,
+                        const T* res_in) {
+    std::fill(dh_prev, dh_prev + size_t(N) * D, T(0));
+    if (dres_prev) std::fill(dres_prev, dres_prev + size_t(N) * D, T(0));
+    auto g = [&](size_t off) { return off == kNone ? nullptr : dW + off; };
+    res_merge_backward(dh_prev, dres_prev, g(rs.hs_scale), g(rs.hs_bias), g(rs.res_scale), g(rs.res_bias), dout,
+                       h_in, res_in, opt(params, rs.hs_scale), opt(params, rs.hs_bias), opt(params, rs.res_scale),
+                       opt(params, rs.res_bias), N, D);
+  };
+  const int L2 = c.num_sublayers();
+  merge_back(layout.final_rs, dh_[1].data(), dres_[1].data(), dres, acts_[L2 - 1].out_ND.data(),
+             acts_[L2 - 1].res_ND.data());
+  cur = 1;  // invariant in the loop: dh_[cur] = d out_n, dres_[cur] = d res_n
+  std::fill(dr_carry_NR_.begin(), dr_carry_NR_.end(), T(0));
+  int moe_index = c.num_layers - 1;
+  for (int n = L2 - 1; n >= 0; --n) {
+    const SublayerOffsets& so = layout.sub[n];
+    SublayerActs<T>& a = acts_[n];
+    T* dout = dh_[cur].data();
+    T* dres_n = dres_[cur].data();
+    T* dx = dx_ND_.data();
+    std::fill(dx, dx + size_t(N) * D, T(0));
+    if (so.attention) {
+      cca_backward(dx, dW, dout, a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0_}, rope_, a.cca,
+                   cca_scratch_);
+    } else {
+      const T* r_prev = moe_index > 0 ? acts_[n - 2].moe.r_NR.data() : nullptr;
+      moe_backward(dx, dW, dr_carry_NR_.data(), dout, a.x_ND.data(), r_prev, params.data(), so.moe, c, N,
+                   moe_index, a.moe, moe_scratch_, *experts_);
+      --moe_index;
+    }
+    rmsnorm_backward(dres_n, dW + so.norm, dx, a.res_ND.data(), p(so.norm), a.rstd_N.data(), N, D);
+    const T* h_in = n > 0 ? acts_[n - 1].out_ND.data() : emb_ND_.data();
+    const T* res_in = n > 0 ? acts_[n - 1].res_ND.data() : nullptr;
+    merge_back(so.rs, dh_[1 - cur].data(), n > 0 ? dres_[1 - cur].data() : nullptr, dres_n, h_in, res_in);
+    cur = 1 - cur;
+  }
+  embedding_backward(dW + layout.embed, dh_[cur].data(), inputs_.data(), N, D);
+}
+
+template <class T>
+std::vector<std::vector<int64_t>> Model<T>::class_counts() const {
+  std::vector<std::vector<int64_t>> out;
+  for (size_t n = 1; n < acts_.size(); n += 2) out.push_back(acts_[n].moe.class_counts);
+  return out;
+}
+
+template <class T>
+double Model<T>::min_routing_margin() const {
+  double m = 1e300;
+  for (size_t n = 1; n < acts_.size(); n += 2) m = std::min(m, acts_[n].moe.min_margin);
+  return m;
+}
+
+template class Model<float>;
+template class Model<double>;
+
+}  // namespace zaya

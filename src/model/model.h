@@ -1,0 +1,76 @@
+// Model<T>: the ZAYA1 model over flat parameter / gradient / buffer arrays, with every
+// activation backward needs preallocated once per (B, T). T = float for training,
+// double for gradient checks. Data flow (spec section 2):
+//   embed -> [res-scale merge, input_norm, CCA | router + experts] x 2L -> final merge,
+//   final_norm -> logits = x E^T -> cross-entropy.
+// The model knows nothing of parallelism: experts run behind ExpertCompute (moe.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/activations.h"
+#include "model/cca.h"
+#include "model/moe.h"
+#include "model/params.h"
+
+namespace zaya {
+
+template <class T>
+struct SublayerActs {
+  std::vector<T> res_ND, x_ND, rstd_N, out_ND;
+  CcaSaved<T> cca;
+  MoeSaved<T> moe;
+};
+
+struct ForwardResult {
+  double loss = 0;   // mean over counted targets (0 if no targets)
+  int count = 0;     // counted targets
+  double loss_sum = 0;
+};
+
+template <class T>
+class Model {
+ public:
+  explicit Model(const ModelConfig& cfg, ExpertRange experts = {});
+
+  ModelLayout layout;
+  const ModelConfig& cfg() const { return layout.cfg; }
+  std::vector<T> params, grads, buffers;  // flat, laid out by layout.params / layout.buffers
+
+  void init(uint64_t seed);  // from-scratch weights, spec buffers
+  // Activations for batches up to B x T (reallocates only when the shape grows).
+  void reserve(int B, int T_);
+  // inputs [B*T] token ids; targets [B*T] or nullptr (then only logits are computed).
+  // pos0: position of the first token (RoPE).
+  ForwardResult forward(const int32_t* inputs, const int32_t* targets, int B, int T_, int pos0 = 0);
+  // Accumulates d(mean loss)/d(params) * loss_scale into grads. Needs a forward with targets.
+  void backward(T loss_scale = T(1));
+  void zero_grads();
+
+  const T* logits() const { return logits_NV_.data(); }  // [B*T, V] after forward
+  const T* lse() const { return lse_N_.data(); }
+  // Per MoE sub-layer: tokens per class (incl. skip) in the last forward.
+  std::vector<std::vector<int64_t>> class_counts() const;
+  double min_routing_margin() const;  // closest any token came to a routing tie
+
+  ExpertCompute<T>& experts() { return *experts_; }
+  void set_experts(std::unique_ptr<ExpertCompute<T>> e);
+
+  T* p(size_t off) { return params.data() + off; }
+  const T* p(size_t off) const { return params.data() + off; }
+
+ private:
+  int B_ = 0, S_ = 0, cap_B_ = 0, cap_T_ = 0, pos0_ = 0;
+  std::vector<int32_t> inputs_, targets_;
+  std::vector<T> emb_ND_, res_final_ND_, xf_ND_, rstd_f_N_, logits_NV_, lse_N_;
+  std::vector<SublayerActs<T>> acts_;
+  CcaScratch<T> cca_scratch_;
+  MoeScratch<T> moe_scratch_;
+  std::vector<T> dh_[2], dres_[2], dx_ND_, dxf_ND_, dr_carry_NR_;
+  RopeTable rope_;
+  std::unique_ptr<ExpertCompute<T>> experts_;
+  int count_ = 0;
+};
+
+}  // namespace zaya

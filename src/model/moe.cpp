@@ -1,0 +1,276 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/activations.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+
+namespace zaya {
+
+// ---------------------------------------------------------------- local experts
+
+template <class T>
+void LocalExperts<T>::resize(const ModelConfig& c, int max_rows) {
+  D = c.hidden_size;
+  F = c.ffn_hidden_size;
+  u_SF.assign(num_moe, std::vector<T>(size_t(max_rows) * F));
+  a_SH.assign(num_moe, std::vector<T>(size_t(max_rows) * F / 2));
+  da_SH.assign(size_t(max_rows) * F / 2, 0);
+  du_SF.assign(size_t(max_rows) * F, 0);
+}
+
+template <class T>
+void LocalExperts<T>::forward(int mi, const int64_t* counts, const T* x, T* y, const T* W, const MoeOffsets& o) {
+  const int H = F / 2;
+  size_t row = 0;
+  for (int e = range.begin; e < range.end; ++e) {
+    const int n = int(counts[e]);
+    if (n == 0) continue;
+    T* u = u_SF[mi].data() + row * F;
+    T* a = a_SH[mi].data() + row * H;
+    const size_t le = size_t(e - range.begin);
+    gemm(Trans::N, Trans::T, n, F, D, T(1), x + row * D, D, W + o.fc1[le], D, T(0), u, F);
+    swiglu_forward(a, u, n, F);
+    gemm(Trans::N, Trans::T, n, D, H, T(1), a, H, W + o.fc2[le], H, T(0), y + row * D, D);
+    row += size_t(n);
+  }
+}
+
+template <class T>
+void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const T* dy, T* dx, const T* W, T* dW,
+                               const MoeOffsets& o) {
+  const int H = F / 2;
+  size_t row = 0;
+  for (int e = range.begin; e < range.end; ++e) {
+    const int n = int(counts[e]);
+    if (n == 0) continue;
+    const size_t le = size_t(e - range.begin);
+    const T* u = u_SF[mi].data() + row * F;
+    const T* a = a_SH[mi].data() + row * H;
+    const T* dye = dy + row * D;
+    T* da = da_SH.data();
+    T* du = du_SF.data();
+    gemm(Trans::N, Trans::N, n, H, D, T(1), dye, D, W + o.fc2[le], H, T(0), da, H);
+    gemm(Trans::T, Trans::N, D, H, n, T(1), dye, D, a, H, T(1), dW + o.fc2[le], H);
+    swiglu_backward(du, da, u, n, F);
+    gemm(Trans::T, Trans::N, F, D, n, T(1), du, F, x + row * D, D, T(1), dW + o.fc1[le], D);
+    gemm(Trans::N, Trans::N, n, D, F, T(1), du, F, W + o.fc1[le], D, T(0), dx + row * D, D);
+    row += size_t(n);
+  }
+}
+
+
+// ---------------------------------------------------------------- router + dispatch
+
+template <class T>
+void MoeSaved<T>::resize(const ModelConfig& c, int N) {
+  const size_t R = c.router_hidden, NC = c.num_classes(), K = c.topk, S = size_t(N) * K, D = c.hidden_size;
+  for (auto* v : {&r_NR, &zn_NR, &pre0_NR, &h0_NR, &pre2_NR, &h2_NR}) v->assign(size_t(N) * R, 0);
+  rstd_N.assign(N, 0);
+  prob_NE.assign(size_t(N) * NC, 0);
+  choice_NK.assign(S, 0);
+  gate_NK.assign(S, 0);
+  slot_row_NK.assign(S, -1);
+  counts_E.assign(c.num_experts, 0);
+  class_counts.assign(NC, 0);
+  xs_SD.assign(S * D, 0);
+  ys_SD.assign(S * D, 0);
+}
+
+template <class T>
+void MoeScratch<T>::resize(const ModelConfig& c, int N) {
+  const size_t R = c.router_hidden, NC = c.num_classes(), K = c.topk, S = size_t(N) * K, D = c.hidden_size;
+  dys_SD.assign(S * D, 0);
+  dxs_SD.assign(S * D, 0);
+  dgate_NK.assign(S, 0);
+  dprob_NE.assign(size_t(N) * NC, 0);
+  dlogit_NE.assign(size_t(N) * NC, 0);
+  for (auto* v : {&dh2_NR, &dh0_NR, &dzn_NR, &dr_NR}) v->assign(size_t(N) * R, 0);
+}
+
+// Biased top-k with the MoD rule; returns the gap between the k-th chosen biased score and
+// the best unchosen one (how far this token is from a routing tie).
+template <class T>
+static double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_t* choice, T* gate) {
+  bool taken[256] = {};
+  double kth = 0;
+  for (int kk = 0; kk < K; ++kk) {
+    int best = -1;
+    double bv = 0;
+    for (int e = 0; e < NC; ++e) {
+      if (taken[e]) continue;
+      const double v = double(prob[e]) + double(bias[e]);
+      if (best < 0 || v > bv) { best = e; bv = v; }
+    }
+    taken[best] = true;
+    choice[kk] = best;
+    kth = bv;
+  }
+  double next = -1e300;
+  for (int e = 0; e < NC; ++e)
+    if (!taken[e]) next = std::max(next, double(prob[e]) + double(bias[e]));
+  bool skipped = false;
+  for (int kk = 0; kk < K; ++kk) {
+    if (skipped) choice[kk] = skip;
+    skipped = skipped || choice[kk] == skip;
+    gate[kk] = prob[choice[kk]];
+  }
+  return next > -1e300 ? kth - next : 1e300;
+}
+
+template <class T>
+void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias, const MoeOffsets& o,
+                 const ModelConfig& c, int N, int mi, MoeSaved<T>& s, ExpertCompute<T>& experts) {
+  const int D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk, E = c.num_experts;
+  const int skip = c.use_mod ? E : -1;
+  const RouterOffsets& ro = o.router;
+  // Router: r = down_proj(x) (+ EDA), z = rmsnorm_eda(r), 2 x (linear + GELU), softmax.
+  T* r = s.r_NR.data();
+  gemm(Trans::N, Trans::T, N, R, D, T(1), x, D, W + ro.down_w, D, T(0), r, R);
+  const T* db = W + ro.down_b;
+  const T* eda = ro.eda_scale != kNone ? W + ro.eda_scale : nullptr;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < R; ++j) {
+      T v = r[size_t(i) * R + j] + db[j];
+      if (eda && r_prev) v += eda[j] * r_prev[size_t(i) * R + j];
+      r[size_t(i) * R + j] = v;
+    }
+  rmsnorm_forward(s.zn_NR.data(), s.rstd_N.data(), r, W + ro.norm_w, N, R, c.router_norm_eps);
+  gemm(Trans::N, Trans::T, N, R, R, T(1), s.zn_NR.data(), R, W + ro.mlp0_w, R, T(0), s.h0_NR.data(), R);
+  bias_gelu_forward(s.h0_NR.data(), s.pre0_NR.data(), W + ro.mlp0_b, N, R);
+  gemm(Trans::N, Trans::T, N, R, R, T(1), s.h0_NR.data(), R, W + ro.mlp2_w, R, T(0), s.h2_NR.data(), R);
+  bias_gelu_forward(s.h2_NR.data(), s.pre2_NR.data(), W + ro.mlp2_b, N, R);
+  T* prob = s.prob_NE.data();
+  gemm(Trans::N, Trans::T, N, NC, R, T(1), s.h2_NR.data(), R, W + ro.mlp4_w, R, T(0), prob, NC);
+  softmax_forward(prob, prob, N, NC);
+  // Choice (biases steer it, gradient flows through the gate only).
+  double margin = 1e300;
+#pragma omp parallel for schedule(static) reduction(min : margin)
+  for (int i = 0; i < N; ++i)
+    margin = std::min(margin, route_token(prob + size_t(i) * NC, bias, NC, K, skip, &s.choice_NK[size_t(i) * K],
+                                          &s.gate_NK[size_t(i) * K]));
+  s.min_margin = margin;
+  // Dropless dispatch: stable counting sort of the routed slots by expert.
+  std::fill(s.counts_E.begin(), s.counts_E.end(), 0);
+  std::fill(s.class_counts.begin(), s.class_counts.end(), 0);
+  for (size_t q = 0; q < size_t(N) * K; ++q) {
+    const int e = s.choice_NK[q];
+    s.class_counts[e]++;
+    if (e != skip) s.counts_E[e]++;
+  }
+  std::vector<int64_t>& rows = s.slot_row_NK;
+  int64_t offs[256];
+  for (int e = 0, acc = 0; e < E; ++e) { offs[e] = acc; acc += int(s.counts_E[e]); }
+  for (size_t q = 0; q < size_t(N) * K; ++q) {
+    const int e = s.choice_NK[q];
+    rows[q] = e == skip ? -1 : offs[e]++;
+  }
+#pragma omp parallel for schedule(static)
+  for (size_t q = 0; q < size_t(N) * K; ++q)
+    if (rows[q] >= 0) std::memcpy(&s.xs_SD[size_t(rows[q]) * D], x + (q / K) * D, sizeof(T) * D);
+  experts.forward(mi, s.counts_E.data(), s.xs_SD.data(), s.ys_SD.data(), W, o);
+  // Combine: out = sum over slots of gate * (expert output, or x for the skip class).
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    T* oi = out + size_t(i) * D;
+    std::fill(oi, oi + D, T(0));
+    for (int kk = 0; kk < K; ++kk) {
+      const size_t q = size_t(i) * K + kk;
+      const T g = s.gate_NK[q];
+      const T* src = rows[q] < 0 ? x + size_t(i) * D : &s.ys_SD[size_t(rows[q]) * D];
+      for (int d = 0; d < D; ++d) oi[d] += g * src[d];
+    }
+  }
+}
+
+template <class T>
+void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T* r_prev, const T* W,
+                  const MoeOffsets& o, const ModelConfig& c, int N, int mi, const MoeSaved<T>& s, MoeScratch<T>& k,
+                  ExpertCompute<T>& experts) {
+  const int D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
+  const RouterOffsets& ro = o.router;
+  const auto& rows = s.slot_row_NK;
+  // Combine backward: gate gradients and expert-output gradients.
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* gi = dout + size_t(i) * D;
+    for (int kk = 0; kk < K; ++kk) {
+      const size_t q = size_t(i) * K + kk;
+      const T* src = rows[q] < 0 ? x + size_t(i) * D : &s.ys_SD[size_t(rows[q]) * D];
+      T dot = 0;
+      for (int d = 0; d < D; ++d) dot += gi[d] * src[d];
+      k.dgate_NK[q] = dot;
+      if (rows[q] >= 0) {
+        T* dy = &k.dys_SD[size_t(rows[q]) * D];
+        for (int d = 0; d < D; ++d) dy[d] = s.gate_NK[q] * gi[d];
+      }
+    }
+  }
+  experts.backward(mi, s.counts_E.data(), s.xs_SD.data(), k.dys_SD.data(), k.dxs_SD.data(), W, dW, o);
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    T* dxi = dx + size_t(i) * D;
+    for (int kk = 0; kk < K; ++kk) {
+      const size_t q = size_t(i) * K + kk;
+      if (rows[q] >= 0) {
+        const T* src = &k.dxs_SD[size_t(rows[q]) * D];
+        for (int d = 0; d < D; ++d) dxi[d] += src[d];
+      } else {
+        const T g = s.gate_NK[q];
+        const T* gi = dout + size_t(i) * D;
+        for (int d = 0; d < D; ++d) dxi[d] += g * gi[d];
+      }
+    }
+  }
+  // Router backward.
+  T* dprob = k.dprob_NE.data();
+  std::fill(k.dprob_NE.begin(), k.dprob_NE.end(), T(0));
+  for (size_t q = 0; q < size_t(N) * K; ++q) dprob[(q / K) * NC + s.choice_NK[q]] += k.dgate_NK[q];
+  T* dlogit = k.dlogit_NE.data();
+  softmax_backward(dlogit, dprob, s.prob_NE.data(), N, NC);
+  T* dh2 = k.dh2_NR.data();
+  T* dh0 = k.dh0_NR.data();
+  gemm(Trans::N, Trans::N, N, R, NC, T(1), dlogit, NC, W + ro.mlp4_w, R, T(0), dh2, R);
+  gemm(Trans::T, Trans::N, NC, R, N, T(1), dlogit, NC, s.h2_NR.data(), R, T(1), dW + ro.mlp4_w, R);
+  gelu_backward(dh2, dh2, s.pre2_NR.data(), size_t(N) * R);
+  colsum_product(dW + ro.mlp2_b, dh2, (const T*)nullptr, N, R, R, 0);
+  gemm(Trans::N, Trans::N, N, R, R, T(1), dh2, R, W + ro.mlp2_w, R, T(0), dh0, R);
+  gemm(Trans::T, Trans::N, R, R, N, T(1), dh2, R, s.h0_NR.data(), R, T(1), dW + ro.mlp2_w, R);
+  gelu_backward(dh0, dh0, s.pre0_NR.data(), size_t(N) * R);
+  colsum_product(dW + ro.mlp0_b, dh0, (const T*)nullptr, N, R, R, 0);
+  T* dzn = k.dzn_NR.data();
+  gemm(Trans::N, Trans::N, N, R, R, T(1), dh0, R, W + ro.mlp0_w, R, T(0), dzn, R);
+  gemm(Trans::T, Trans::N, R, R, N, T(1), dh0, R, s.zn_NR.data(), R, T(1), dW + ro.mlp0_w, R);
+  // dr = (gradient from the next layer's EDA) + rmsnorm_eda backward.
+  T* dr = k.dr_NR.data();
+  std::memcpy(dr, dr_carry, sizeof(T) * size_t(N) * R);
+  rmsnorm_backward(dr, dW + ro.norm_w, dzn, s.r_NR.data(), W + ro.norm_w, s.rstd_N.data(), N, R);
+  if (ro.eda_scale != kNone && r_prev) {
+    colsum_product(dW + ro.eda_scale, dr, r_prev, N, R, R, R);
+    const T* sc = W + ro.eda_scale;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < R; ++j) dr_carry[size_t(i) * R + j] = dr[size_t(i) * R + j] * sc[j];
+  } else {
+    std::fill(dr_carry, dr_carry + size_t(N) * R, T(0));
+  }
+  colsum_product(dW + ro.down_b, dr, (const T*)nullptr, N, R, R, 0);
+  gemm(Trans::N, Trans::N, N, D, R, T(1), dr, R, W + ro.down_w, D, T(1), dx, D);
+  gemm(Trans::T, Trans::N, R, D, N, T(1), dr, R, x, D, T(1), dW + ro.down_w, D);
+}
+
+#define ZAYA_INST(T)                                                                                              \
+  template struct LocalExperts<T>;                                                                                \
+  template struct MoeSaved<T>;                                                                                    \
+  template struct MoeScratch<T>;                                                                                  \
+  template void moe_forward<T>(T*, const T*, const T*, const T*, const T*, const MoeOffsets&, const ModelConfig&,  \
+                               int, int, MoeSaved<T>&, ExpertCompute<T>&);                                        \
+  template void moe_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const MoeOffsets&,             \
+                                const ModelConfig&, int, int, const MoeSaved<T>&, MoeScratch<T>&, ExpertCompute<T>&);
+ZAYA_INST(float)
+ZAYA_INST(double)
+
+}  // namespace zaya

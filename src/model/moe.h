@@ -1,0 +1,76 @@
+// MoE sub-layer with the ZAYA1 router (spec section 4): router (down-projection, EDA,
+// RMSNorm, 3-layer GELU MLP, softmax, biased top-k with MoD skip class), dropless dispatch
+// (tokens grouped by expert, one GEMM per expert), SwiGLU experts, gated combine.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/params.h"
+
+namespace zaya {
+
+// Expert-dispatch seam: "here are token rows grouped by expert; give me their outputs".
+// Local: a loop of GEMMs over this process's experts. Expert parallel wraps the same call
+// in an all-to-all-v (dist/). `counts[e]` rows for global expert e, in expert order.
+template <class T>
+struct ExpertCompute {
+  virtual ~ExpertCompute() = default;
+  virtual void resize(const ModelConfig& c, int max_rows) = 0;
+  // moe_index: which MoE sub-layer (0-based among MoE sub-layers).
+  virtual void forward(int moe_index, const int64_t* counts, const T* x_SD, T* y_SD, const T* W,
+                       const MoeOffsets& o) = 0;
+  // Writes dx_SD (overwrites); accumulates the expert weight gradients into dW.
+  virtual void backward(int moe_index, const int64_t* counts, const T* x_SD, const T* dy_SD, T* dx_SD, const T* W,
+                        T* dW, const MoeOffsets& o) = 0;
+};
+
+// Runs every expert in this process: u = x fc1^T; a = silu(u_gate) * u_up; y = a fc2^T.
+template <class T>
+struct LocalExperts : ExpertCompute<T> {
+  ExpertRange range;
+  std::vector<std::vector<T>> u_SF, a_SH;  // per MoE sub-layer, saved for backward
+  std::vector<T> da_SH, du_SF;             // scratch
+  int num_moe = 0;
+  int D = 0, F = 0;
+  explicit LocalExperts(ExpertRange r, int num_moe_layers) : range(r), num_moe(num_moe_layers) {}
+  void resize(const ModelConfig& c, int max_rows) override;
+  void forward(int moe_index, const int64_t* counts, const T* x, T* y, const T* W, const MoeOffsets& o) override;
+  void backward(int moe_index, const int64_t* counts, const T* x, const T* dy, T* dx, const T* W, T* dW,
+                const MoeOffsets& o) override;
+};
+
+// Saved per MoE sub-layer, sized once per (B, T).
+template <class T>
+struct MoeSaved {
+  std::vector<T> r_NR;              // router state after EDA (passed on as r_prev)
+  std::vector<T> rstd_N, zn_NR;     // rmsnorm_eda
+  std::vector<T> pre0_NR, h0_NR, pre2_NR, h2_NR;
+  std::vector<T> prob_NE;           // softmax over classes
+  std::vector<int32_t> choice_NK;   // chosen class per slot (after the MoD rule)
+  std::vector<T> gate_NK;
+  std::vector<int64_t> slot_row_NK; // row of the slot in the expert-sorted arrays, -1 for skip
+  std::vector<int64_t> counts_E;    // rows per routed expert (global expert index)
+  std::vector<int64_t> class_counts;// tokens per class incl. skip (load statistics)
+  std::vector<T> xs_SD, ys_SD;      // expert-sorted inputs and outputs
+  double min_margin = 1e300;        // smallest gap between the k-th and (k+1)-th biased score
+  void resize(const ModelConfig& c, int N);
+};
+
+template <class T>
+struct MoeScratch {
+  std::vector<T> dys_SD, dxs_SD, dgate_NK, dprob_NE, dlogit_NE, dh2_NR, dh0_NR, dzn_NR, dr_NR;
+  void resize(const ModelConfig& c, int N);
+};
+
+// r_prev: the previous MoE sub-layer's r (nullptr for the first one). Writes out_ND.
+template <class T>
+void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* balancing_bias, const MoeOffsets& o,
+                 const ModelConfig& c, int N, int moe_index, MoeSaved<T>& s, ExpertCompute<T>& experts);
+// dr_carry [N, R]: on entry the gradient flowing into this layer's r from the next MoE
+// sub-layer's EDA (zeros for the last); on exit the gradient for the previous layer's r.
+template <class T>
+void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T* r_prev, const T* W,
+                  const MoeOffsets& o, const ModelConfig& c, int N, int moe_index, const MoeSaved<T>& s,
+                  MoeScratch<T>& k, ExpertCompute<T>& experts);
+
+}  // namespace zaya
