@@ -1,0 +1,286 @@
+#include "ckpt/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/bf16.h"
+#include "core/error.h"
+
+namespace zaya {
+using json = nlohmann::json;
+
+static const std::pair<const char*, DType> kDtypes[] = {
+    {"F64", DType::F64}, {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"I64", DType::I64},
+    {"I32", DType::I32}, {"I16", DType::I16}, {"I8", DType::I8},   {"U8", DType::U8},     {"BOOL", DType::BOOL}};
+
+const char* dtype_name(DType t) {
+  for (auto& [n, d] : kDtypes)
+    if (d == t) return n;
+  return "?";
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F64: case DType::I64: return 8;
+    case DType::F32: case DType::I32: return 4;
+    case DType::F16: case DType::BF16: case DType::I16: return 2;
+    default: return 1;
+  }
+}
+
+DType parse_dtype(const std::string& s, const std::string& where) {
+  for (auto& [n, d] : kDtypes)
+    if (s == n) return d;
+  fail(where, ": unsupported dtype '", s, "'");
+}
+
+size_t TensorEntry::numel() const {
+  size_t n = 1;
+  for (auto d : shape) n *= size_t(d);
+  return n;
+}
+
+static constexpr uint64_t kMaxHeader = 100'000'000;
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail(path, ": cannot open (", std::strerror(errno), ")");
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    ::close(fd);
+    fail(path, ": cannot stat");
+  }
+  size_ = size_t(st.st_size);
+  if (size_ < 8) {
+    ::close(fd);
+    fail(path, ": truncated: ", size_, " bytes, shorter than the 8-byte header length");
+  }
+  map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    fail(path, ": mmap failed");
+  }
+  const uint8_t* base = static_cast<const uint8_t*>(map_);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | base[i];
+  if (n > kMaxHeader) fail(path, ": header length ", n, " exceeds the 100 MB limit");
+  if (8 + n > size_) fail(path, ": truncated: header length ", n, " but the file has ", size_, " bytes");
+  const char* h = reinterpret_cast<const char*>(base + 8);
+  if (n == 0 || h[0] != '{') fail(path, ": header does not start with '{'");
+  json j;
+  try {
+    j = json::parse(h, h + n);
+  } catch (const json::parse_error& e) {
+    fail(path, ": header is not valid JSON (", e.what(), ")");
+  }
+  if (!j.is_object()) fail(path, ": header is not a JSON object");
+  data_ = base + 8 + n;
+  const uint64_t data_len = size_ - 8 - n;
+  for (auto& [name, v] : j.items()) {
+    if (name == "__metadata__") {
+      if (!v.is_object()) fail(path, ": __metadata__ is not an object");
+      for (auto& [k, s] : v.items()) {
+        if (!s.is_string()) fail(path, ": __metadata__ value of '", k, "' is not a string");
+        metadata_[k] = s.get<std::string>();
+      }
+      continue;
+    }
+    std::string where = cat(path, ": tensor '", name, "'");
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      fail(where, ": needs dtype, shape and data_offsets");
+    TensorEntry e;
+    e.name = name;
+    if (!v["dtype"].is_string()) fail(where, ": dtype is not a string");
+    e.dtype = parse_dtype(v["dtype"].get<std::string>(), where);
+    if (!v["shape"].is_array()) fail(where, ": shape is not a list");
+    for (auto& d : v["shape"]) {
+      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
+        fail(where, ": shape entry ", d.dump(), " is not a non-negative integer");
+      e.shape.push_back(d.get<int64_t>());
+    }
+    auto& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      fail(where, ": data_offsets must be two non-negative integers");
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end) fail(where, ": data_offsets begin ", e.begin, " > end ", e.end);
+    if (e.end > data_len) fail(where, ": data_offsets end ", e.end, " is past the data section (", data_len, " bytes)");
+    if (e.end - e.begin != e.numel() * dtype_size(e.dtype))
+      fail(where, ": ", e.end - e.begin, " bytes for ", e.numel(), " elements of ", dtype_name(e.dtype));
+    tensors_.push_back(std::move(e));
+  }
+  // Offsets must tile the data section exactly: no gaps, no overlaps.
+  std::vector<const TensorEntry*> order;
+  for (auto& e : tensors_) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
+  uint64_t at = 0;
+  for (auto* e : order) {
+    if (e->begin != at)
+      fail(path, ": tensor '", e->name, "' starts at byte ", e->begin, ", expected ", at,
+           " (offsets must be contiguous, without gaps or overlaps)");
+    at = e->end;
+  }
+  if (at != data_len) fail(path, ": data section has ", data_len, " bytes but tensors cover ", at);
+  for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) munmap(map_, size_);
+}
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept
+    : path_(std::move(o.path_)), map_(o.map_), size_(o.size_), data_(o.data_), tensors_(std::move(o.tensors_)),
+      index_(std::move(o.index_)), metadata_(std::move(o.metadata_)) {
+  o.map_ = nullptr;
+}
+
+const TensorEntry* SafetensorsFile::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+static std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+template <class T>
+void SafetensorsFile::read_impl(const std::string& name, T* dst, const std::vector<int64_t>& expect) const {
+  const TensorEntry* e = find(name);
+  if (!e) fail(path_, ": missing tensor '", name, "'");
+  if (!expect.empty() && e->shape != expect)
+    fail(path_, ": tensor '", name, "' has shape ", shape_str(e->shape), ", expected ", shape_str(expect));
+  const uint8_t* src = data(*e);
+  const size_t n = e->numel();
+  switch (e->dtype) {
+    case DType::F32:
+      for (size_t i = 0; i < n; ++i) { float f; std::memcpy(&f, src + 4 * i, 4); dst[i] = T(f); }
+      break;
+    case DType::F64:
+      for (size_t i = 0; i < n; ++i) { double f; std::memcpy(&f, src + 8 * i, 8); dst[i] = T(f); }
+      break;
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) { bf16 h; std::memcpy(&h.bits, src + 2 * i, 2); dst[i] = T(from_bf16(h)); }
+      break;
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) { uint16_t h; std::memcpy(&h, src + 2 * i, 2); dst[i] = T(from_fp16(h)); }
+      break;
+    default:
+      fail(path_, ": tensor '", name, "' has dtype ", dtype_name(e->dtype), ", expected a float type");
+  }
+}
+
+void SafetensorsFile::read(const std::string& name, float* dst, const std::vector<int64_t>& s) const { read_impl(name, dst, s); }
+void SafetensorsFile::read(const std::string& name, double* dst, const std::vector<int64_t>& s) const { read_impl(name, dst, s); }
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                            size_t bytes) {
+  Item it;
+  it.e.name = name;
+  it.e.dtype = dtype;
+  it.e.shape = std::move(shape);
+  ZAYA_CHECK(bytes == it.e.numel() * dtype_size(dtype), "tensor '", name, "': ", bytes, " bytes for ", it.e.numel(),
+             " elements of ", dtype_name(dtype));
+  for (auto& x : items_) ZAYA_CHECK(x.e.name != name, "tensor '", name, "' added twice");
+  it.e.begin = offset_;
+  it.e.end = offset_ + bytes;
+  offset_ = it.e.end;
+  it.ptr = data;
+  items_.push_back(std::move(it));
+}
+
+template <class T>
+static std::vector<uint8_t> encode(DType dtype, const T* data, size_t n, const std::string& name) {
+  std::vector<uint8_t> out(n * dtype_size(dtype));
+  for (size_t i = 0; i < n; ++i) {
+    if (dtype == DType::F32) { float f = float(data[i]); std::memcpy(&out[4 * i], &f, 4); }
+    else if (dtype == DType::F64) { double f = double(data[i]); std::memcpy(&out[8 * i], &f, 8); }
+    else if (dtype == DType::BF16) { bf16 h = to_bf16(float(data[i])); std::memcpy(&out[2 * i], &h.bits, 2); }
+    else fail("tensor '", name, "': cannot encode floats as ", dtype_name(dtype));
+  }
+  return out;
+}
+
+void SafetensorsWriter::add_float(const std::string& name, DType dtype, std::vector<int64_t> shape, const float* data) {
+  size_t n = 1;
+  for (auto d : shape) n *= size_t(d);
+  if (dtype == DType::F32) return add(name, dtype, std::move(shape), data, n * 4);
+  auto bytes = encode(dtype, data, n, name);
+  add(name, dtype, std::move(shape), nullptr, bytes.size());
+  items_.back().owned = std::move(bytes);
+  items_.back().ptr = items_.back().owned.data();
+}
+
+void SafetensorsWriter::add_double(const std::string& name, DType dtype, std::vector<int64_t> shape, const double* data) {
+  size_t n = 1;
+  for (auto d : shape) n *= size_t(d);
+  auto bytes = encode(dtype, data, n, name);
+  add(name, dtype, std::move(shape), nullptr, bytes.size());
+  items_.back().owned = std::move(bytes);
+  items_.back().ptr = items_.back().owned.data();
+}
+
+void SafetensorsWriter::write(const std::string& path) const {
+  json h = json::object();
+  if (!metadata_.empty()) h["__metadata__"] = metadata_;
+  for (auto& it : items_)
+    h[it.e.name] = {{"dtype", dtype_name(it.e.dtype)}, {"shape", it.e.shape}, {"data_offsets", {it.e.begin, it.e.end}}};
+  std::string hs = h.dump();
+  while ((hs.size() + 8) % 8) hs.push_back(' ');  // align the data section to 8 bytes
+  std::vector<uint8_t> buf(8 + hs.size() + offset_);
+  uint64_t n = hs.size();
+  for (int i = 0; i < 8; ++i) buf[i] = uint8_t(n >> (8 * i));
+  std::memcpy(buf.data() + 8, hs.data(), hs.size());
+  for (auto& it : items_)
+    if (it.e.end > it.e.begin) std::memcpy(buf.data() + 8 + hs.size() + it.e.begin, it.ptr, it.e.end - it.e.begin);
+  write_file_atomic(path, buf.data(), buf.size());
+}
+
+void write_file_atomic(const std::string& path, const void* bytes, size_t n) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::string tmp = (p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(getpid()))).string();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail(path, ": cannot create (", std::strerror(errno), ")");
+  const char* c = static_cast<const char*>(bytes);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::write(fd, c + done, n - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fail(path, ": write failed (", std::strerror(err), ")");
+    }
+    done += size_t(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    fail(path, ": fsync/close failed (", std::strerror(errno), ")");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail(path, ": rename failed (", std::strerror(err), ")");
+  }
+  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace zaya

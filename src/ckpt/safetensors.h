@@ -1,0 +1,82 @@
+// safetensors: 8-byte little-endian header length N, a JSON header of N bytes
+// ({name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}), then
+// the tensor bytes, contiguous. The reader memory-maps the file and validates it the way
+// the format's own rules do; every error names the file and the tensor or field at fault.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zaya {
+
+enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
+const char* dtype_name(DType t);  // "F32", ...
+size_t dtype_size(DType t);
+DType parse_dtype(const std::string& s, const std::string& where);
+
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte offsets relative to the data section
+  size_t numel() const;
+};
+
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);  // throws zaya::Error
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+  SafetensorsFile(SafetensorsFile&& o) noexcept;
+
+  const std::string& path() const { return path_; }
+  const std::vector<TensorEntry>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const TensorEntry* find(const std::string& name) const;
+  const uint8_t* data(const TensorEntry& e) const { return data_ + e.begin; }
+  // Reads a tensor as float/double, converting from F64/F32/F16/BF16, after checking its
+  // shape equals `expect_shape` (when non-empty).
+  void read(const std::string& name, float* dst, const std::vector<int64_t>& expect_shape = {}) const;
+  void read(const std::string& name, double* dst, const std::vector<int64_t>& expect_shape = {}) const;
+
+ private:
+  template <class T>
+  void read_impl(const std::string& name, T* dst, const std::vector<int64_t>& expect_shape) const;
+  std::string path_;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  const uint8_t* data_ = nullptr;
+  std::vector<TensorEntry> tensors_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Collects tensors and writes one safetensors file atomically: a temporary name in the same
+// directory, fsync, rename, fsync of the directory. A reader never sees a half file.
+class SafetensorsWriter {
+ public:
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, size_t bytes);
+  // Converts from float/double to the stored dtype (F64, F32 or BF16).
+  void add_float(const std::string& name, DType dtype, std::vector<int64_t> shape, const float* data);
+  void add_double(const std::string& name, DType dtype, std::vector<int64_t> shape, const double* data);
+  void set_metadata(const std::string& k, const std::string& v) { metadata_[k] = v; }
+  size_t data_bytes() const { return offset_; }
+  void write(const std::string& path) const;
+
+ private:
+  struct Item {
+    TensorEntry e;
+    std::vector<uint8_t> owned;
+    const void* ptr = nullptr;
+  };
+  std::vector<Item> items_;
+  std::map<std::string, std::string> metadata_;
+  uint64_t offset_ = 0;
+};
+
+// Writes `bytes` to `path` atomically (tmp + fsync + rename + fsync dir).
+void write_file_atomic(const std::string& path, const void* bytes, size_t n);
+
+}  // namespace zaya
