@@ -43,10 +43,11 @@ static Batch make_batch(const ModelConfig& c, int B, int T, uint64_t seed) {
   return b;
 }
 
-static void check_model(int topk) {
+static void check_model(int topk, double aux = 0) {
   const ModelConfig c = tiny(topk);
   const int B = 2, T = 6;
   Model<double> m(c);
+  m.set_aux_loss_coeff(aux);
   // Find a seed whose routing is well away from ties (margin >> FD step).
   uint64_t seed = 0;
   Batch batch;
@@ -91,7 +92,7 @@ static void check_model(int topk) {
       auto fm = m.forward(batch.in.data(), batch.tgt.data(), B, T);
       ASSERT_GE(m.min_routing_margin(), 1e-3);
       w = w0;
-      const double fd = (fp.loss - fm.loss) / (2 * eps);
+      const double fd = (fp.loss + fp.aux_loss - fm.loss - fm.aux_loss) / (2 * eps);
       const double an = m.grads[p.offset + i];
       const double err = std::fabs(fd - an) / std::max(1e-2, std::fabs(fd) + std::fabs(an));
       if (err > worst) {
@@ -105,6 +106,7 @@ static void check_model(int topk) {
 
 TEST(ModelGrad, TinyTop1EveryTensor) { check_model(1); }
 TEST(ModelGrad, TinyTop2EveryTensor) { check_model(2); }
+TEST(ModelGrad, TinyTop1WithSwitchAuxLoss) { check_model(1, 0.1); }
 
 TEST(ModelGrad, LossIsMeanOverCountedTargets) {
   const ModelConfig c = tiny(1);

@@ -32,6 +32,12 @@ void Model<T>::set_experts(std::unique_ptr<ExpertCompute<T>> e) {
 }
 
 template <class T>
+void Model<T>::set_aux_loss_coeff(double coeff) {
+  aux_coeff_ = coeff;
+  for (size_t n = 1; n < acts_.size(); n += 2) acts_[n].moe.aux_coeff = coeff;
+}
+
+template <class T>
 void Model<T>::zero_grads() {
   std::fill(grads.begin(), grads.end(), T(0));
 }
@@ -60,7 +66,7 @@ void Model<T>::reserve(int B, int T_) {
     if (n % 2 == 0)
       a.cca.resize(c, B, T_);
     else
-      a.moe.resize(c, int(N));
+      a.moe.resize(c, int(N)), a.moe.aux_coeff = aux_coeff_;
   }
   cca_scratch_.resize(c, B, T_);
   moe_scratch_.resize(c, int(N));
@@ -93,6 +99,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   const T* res = nullptr;
   const T* r_prev = nullptr;
   int moe_index = 0;
+  double aux = 0;
   for (int n = 0; n < c.num_sublayers(); ++n) {
     const SublayerOffsets& so = layout.sub[n];
     SublayerActs<T>& a = acts_[n];
@@ -106,6 +113,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
       moe_forward(a.out_ND.data(), a.x_ND.data(), r_prev, params.data(), buffers.data() + so.moe.router.balancing_bias,
                   so.moe, c, N, moe_index, a.moe, *experts_);
       r_prev = a.moe.r_NR.data();
+      aux += a.moe.aux_loss;
       ++moe_index;
     }
     h = a.out_ND.data();
@@ -117,6 +125,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   rmsnorm_forward(xf_ND_.data(), rstd_f_N_.data(), res_final_ND_.data(), p(layout.final_norm), N, D, c.norm_eps);
   gemm(Trans::N, Trans::T, N, V, D, T(1), xf_ND_.data(), D, p(layout.embed), D, T(0), logits_NV_.data(), V);
   ForwardResult r;
+  r.aux_loss = aux;
   if (targets) {
     std::copy(targets, targets + N, targets_.begin());
     for (int i = 0; i < N; ++i)
@@ -177,7 +186,7 @@ void Model<T>::backward(T loss_scale) {
     } else {
       const T* r_prev = moe_index > 0 ? acts_[n - 2].moe.r_NR.data() : nullptr;
       moe_backward(dx, dW, dr_carry_NR_.data(), dout, a.x_ND.data(), r_prev, params.data(), so.moe, c, N,
-                   moe_index, a.moe, moe_scratch_, *experts_);
+                   moe_index, a.moe, moe_scratch_, *experts_, double(loss_scale));
       --moe_index;
     }
     rmsnorm_backward(dres_n, dW + so.norm, dx, a.res_ND.data(), p(so.norm), a.rstd_N.data(), N, D);

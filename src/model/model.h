@@ -24,7 +24,8 @@ struct SublayerActs {
 };
 
 struct ForwardResult {
-  double loss = 0;   // mean over counted targets (0 if no targets)
+  double loss = 0;   // mean over counted targets (0 if no targets), without the aux loss
+  double aux_loss = 0;  // Switch load-balancing loss summed over MoE sub-layers (when enabled)
   int count = 0;     // counted targets
   double loss_sum = 0;
 };
@@ -47,6 +48,9 @@ class Model {
   // Accumulates d(mean loss)/d(params) * loss_scale into grads. Needs a forward with targets.
   void backward(T loss_scale = T(1));
   void zero_grads();
+  // Switch-style auxiliary load-balancing loss coefficient (0 = off, the ZAYA1 default:
+  // ZAYA1 balances with biases). When on, backward adds its gradient (times loss_scale).
+  void set_aux_loss_coeff(double c);
 
   const T* logits() const { return logits_NV_.data(); }  // [B*T, V] after forward
   const T* lse() const { return lse_N_.data(); }
@@ -71,6 +75,7 @@ class Model {
   RopeTable rope_;
   std::unique_ptr<ExpertCompute<T>> experts_;
   int count_ = 0;
+  double aux_coeff_ = 0;
 };
 
 }  // namespace zaya

@@ -168,6 +168,16 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
     const int e = s.choice_NK[q];
     rows[q] = e == skip ? -1 : offs[e]++;
   }
+  // Optional Switch-style auxiliary loss: coeff * NC * sum_e f_e * mean_i prob[i, e].
+  s.aux_loss = 0;
+  if (s.aux_coeff > 0) {
+    for (int e = 0; e < NC; ++e) {
+      double pe = 0;
+      for (int i = 0; i < N; ++i) pe += prob[size_t(i) * NC + e];
+      s.aux_loss += double(s.class_counts[e]) / (double(N) * K) * pe / N;
+    }
+    s.aux_loss *= s.aux_coeff * NC;
+  }
 #pragma omp parallel for schedule(static)
   for (size_t q = 0; q < size_t(N) * K; ++q)
     if (rows[q] >= 0) std::memcpy(&s.xs_SD[size_t(rows[q]) * D], x + (q / K) * D, sizeof(T) * D);
@@ -189,7 +199,7 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
 template <class T>
 void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T* r_prev, const T* W,
                   const MoeOffsets& o, const ModelConfig& c, int N, int mi, const MoeSaved<T>& s, MoeScratch<T>& k,
-                  ExpertCompute<T>& experts) {
+                  ExpertCompute<T>& experts, double aux_scale) {
   const int D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
   const RouterOffsets& ro = o.router;
   const auto& rows = s.slot_row_NK;
@@ -229,6 +239,11 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
   T* dprob = k.dprob_NE.data();
   std::fill(k.dprob_NE.begin(), k.dprob_NE.end(), T(0));
   for (size_t q = 0; q < size_t(N) * K; ++q) dprob[(q / K) * NC + s.choice_NK[q]] += k.dgate_NK[q];
+  if (s.aux_coeff > 0)  // d aux / d prob[i, e] = coeff * NC * f_e / N, scaled like the main loss
+    for (int e = 0; e < NC; ++e) {
+      const T g = T(s.aux_coeff * NC * double(s.class_counts[e]) / (double(N) * K) / N * aux_scale);
+      for (int i = 0; i < N; ++i) dprob[size_t(i) * NC + e] += g;
+    }
   T* dlogit = k.dlogit_NE.data();
   softmax_backward(dlogit, dprob, s.prob_NE.data(), N, NC);
   T* dh2 = k.dh2_NR.data();
@@ -269,7 +284,8 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
   template void moe_forward<T>(T*, const T*, const T*, const T*, const T*, const MoeOffsets&, const ModelConfig&,  \
                                int, int, MoeSaved<T>&, ExpertCompute<T>&);                                        \
   template void moe_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const MoeOffsets&,             \
-                                const ModelConfig&, int, int, const MoeSaved<T>&, MoeScratch<T>&, ExpertCompute<T>&);
+                                const ModelConfig&, int, int, const MoeSaved<T>&, MoeScratch<T>&, ExpertCompute<T>&,  \
+                                double);
 ZAYA_INST(float)
 ZAYA_INST(double)
 

@@ -53,6 +53,8 @@ struct MoeSaved {
   std::vector<int64_t> class_counts;// tokens per class incl. skip (load statistics)
   std::vector<T> xs_SD, ys_SD;      // expert-sorted inputs and outputs
   double min_margin = 1e300;        // smallest gap between the k-th and (k+1)-th biased score
+  double aux_coeff = 0;             // Switch load-balancing loss coefficient (0: off)
+  double aux_loss = 0;              // coeff * NC * sum_e f_e * P_e of the last forward
   void resize(const ModelConfig& c, int N);
 };
 
@@ -71,6 +73,6 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* balan
 template <class T>
 void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T* r_prev, const T* W,
                   const MoeOffsets& o, const ModelConfig& c, int N, int moe_index, const MoeSaved<T>& s,
-                  MoeScratch<T>& k, ExpertCompute<T>& experts);
+                  MoeScratch<T>& k, ExpertCompute<T>& experts, double aux_scale = 1.0);
 
 }  // namespace zaya
