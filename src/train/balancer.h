@@ -1,0 +1,89 @@
+// Router load balancing (spec section 4) and expert-load statistics.
+//
+// After each optimizer step, per MoE sub-layer, with f_e = the fraction of the global batch's
+// tokens that chose class e (counted over the balanced classes):
+//   bias_adamw  (ZAYA1): an internal AdamW on the "gradient" g_e = f_e - 1/E' updates the
+//               balancing biases (over-loaded classes fall, under-loaded rise); lr 1e-3,
+//               betas (0.9, 0.999), weight decay 0 by default.
+//   bias_sign   (DeepSeek-V3): b_e -= rate * sign(g_e), rate 1e-3.
+//   aux_loss    (Switch): no bias update; the trainer sets Model::set_aux_loss_coeff(coeff).
+//   none        statistics only.
+// E' is the number of classes balanced over: with MoD, all E + 1 router outputs (the skip
+// class included, include_skip = true, the default) or only the E routed experts (then the
+// skip class's bias stays where it is and f_e is over the tokens that did not skip).
+//
+// Counts are summed over the micro-batches of a step (add_counts) into one flat int64
+// array, counts(), which a data-parallel run all-reduces before update(): the statistics
+// and the update are then those of the global batch, identical on every rank.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/params.h"
+
+namespace zaya {
+
+enum class BalanceMethod { None, BiasAdamW, BiasSign, AuxLoss };
+const char* balance_method_name(BalanceMethod m);
+
+struct BalancerSettings {
+  BalanceMethod method = BalanceMethod::BiasAdamW;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  double sign_rate = 1e-3;
+  double aux_coeff = 1e-2;
+  bool include_skip = true;
+};
+
+struct LayerLoad {
+  double max_frac = 0, min_frac = 0;  // over the balanced classes
+  double max_rel = 0, min_rel = 0;    // the same times E' (1 = uniform)
+  double entropy = 0;                 // of f over the balanced classes / log E' (1 = uniform)
+  double skip_rate = 0;               // share of all tokens that took the skip class
+};
+
+class RouterBalancer {
+ public:
+  RouterBalancer(const ModelLayout& layout, const BalancerSettings& s);
+
+  const BalancerSettings& settings() const { return s_; }
+  int num_layers() const { return layers_; }
+  int num_classes() const { return classes_; }
+
+  void clear_counts();
+  // Adds one forward's Model::class_counts() (per MoE sub-layer, tokens per class).
+  void add_counts(const std::vector<std::vector<int64_t>>& per_layer);
+  // [layer * classes + class]: all-reduce (sum) these over data-parallel ranks before update().
+  std::vector<int64_t>& counts() { return counts_; }
+
+  // Load statistics of the counts, then the bias update (bias methods) on the model's
+  // buffer array (laid out by layout.buffers). Call once per optimizer step.
+  void update(float* buffers);
+  // Statistics only (no update), e.g. for an evaluation batch.
+  void compute_loads();
+  const std::vector<LayerLoad>& loads() const { return loads_; }
+  LayerLoad worst() const;  // max of max_rel/skip, min of min_rel/entropy over layers
+
+  // Internal optimizer state: moments laid out like the buffer array, and the step count.
+  std::vector<float>& m() { return m_; }
+  std::vector<float>& v() { return v_; }
+  const std::vector<float>& m() const { return m_; }
+  const std::vector<float>& v() const { return v_; }
+  nlohmann::json state() const;
+  void load_state(const nlohmann::json& j);
+
+ private:
+  BalancerSettings s_;
+  int layers_ = 0, classes_ = 0;
+  bool has_skip_ = false;
+  std::vector<size_t> bias_offset_;  // per MoE sub-layer, into the buffer array
+  std::vector<int64_t> counts_;
+  std::vector<LayerLoad> loads_;
+  std::vector<float> m_, v_;
+  std::vector<double> frac_;  // scratch: fractions of one layer
+  int64_t t_ = 0;
+};
+
+}  // namespace zaya

@@ -1,0 +1,203 @@
+#include "train/optim.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "kernels/gemm.h"
+
+namespace zaya {
+
+const char* optimizer_kind_name(OptimizerKind k) { return k == OptimizerKind::Muon ? "muon" : "adamw"; }
+
+std::vector<FlatRange> shard_ranges(const ParamTable& table, int world, bool muon_whole) {
+  ZAYA_CHECK(world >= 1, "shard_ranges: world ", world, " must be >= 1");
+  std::vector<FlatRange> out(static_cast<size_t>(world));
+  size_t begin = 0;
+  for (int r = 0; r < world; ++r) {
+    size_t target = table.total * size_t(r + 1) / size_t(world), end = target;
+    if (muon_whole && r + 1 < world) {
+      // Move the cut to the nearer edge of a Muon tensor that it would split.
+      for (const ParamInfo& p : table.params) {
+        if (!p.muon() || target <= p.offset || target >= p.offset + p.numel) continue;
+        end = (target - p.offset < p.offset + p.numel - target) ? p.offset : p.offset + p.numel;
+        break;
+      }
+    }
+    end = std::max(end, begin);
+    out[size_t(r)] = {begin, end};
+    begin = end;
+  }
+  out.back().end = table.total;
+  return out;
+}
+
+void newton_schulz5(float* X, int rows, int cols, int steps, std::vector<float>& scratch) {
+  const float a = 3.4445f, b = -4.7750f, c = 2.0315f;
+  const bool tall = rows > cols;
+  const int r = tall ? cols : rows, n = tall ? rows : cols;  // work on the wide r x n form
+  const size_t rn = size_t(r) * n, rr = size_t(r) * r;
+  scratch.resize(2 * rn + 2 * rr);
+  float* W = scratch.data();  // r x n
+  float* Y = W + rn;          // r x n
+  float* A = Y + rn;          // r x r
+  float* B = A + rr;          // r x r
+  if (tall) {
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) W[size_t(j) * n + i] = X[size_t(i) * cols + j];
+  } else {
+    std::copy(X, X + rn, W);
+  }
+  double ss = 0;
+  for (size_t i = 0; i < rn; ++i) ss += double(W[i]) * W[i];
+  const float inv = float(1.0 / (std::sqrt(ss) + 1e-7));
+  for (size_t i = 0; i < rn; ++i) W[i] *= inv;
+  // Always fp32 (whatever the model's GEMM precision): the iteration is sensitive to rounding.
+  const auto eng = GemmEngine::OpenBLAS;
+  const auto f32 = GemmPrecision::FP32;
+  for (int it = 0; it < steps; ++it) {
+    gemm_with(eng, f32, Trans::N, Trans::T, r, r, n, 1.f, W, n, W, n, 0.f, A, r);  // A = W W^T
+    std::copy(A, A + rr, B);
+    gemm_with(eng, f32, Trans::N, Trans::N, r, r, r, c, A, r, A, r, b, B, r);  // B = b A + c A A
+    std::copy(W, W + rn, Y);
+    gemm_with(eng, f32, Trans::N, Trans::N, r, n, r, 1.f, B, r, W, n, a, Y, n);  // Y = a W + B W
+    std::swap(W, Y);
+  }
+  if (tall) {
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) X[size_t(i) * cols + j] = W[size_t(j) * n + i];
+  } else {
+    std::copy(W, W + rn, X);
+  }
+}
+
+Optimizer::Optimizer(const ParamTable& table, const OptimizerSettings& s, FlatRange owned)
+    : table_(table), s_(s), owned_(owned) {
+  ZAYA_CHECK(owned.begin <= owned.end && owned.end <= table.total, "optimizer: owned range [", owned.begin, ", ",
+             owned.end, ") outside the ", table.total, " parameters");
+  ZAYA_CHECK(s.adamw.beta1 >= 0 && s.adamw.beta1 < 1 && s.adamw.beta2 >= 0 && s.adamw.beta2 < 1,
+             "optimizer: betas must be in [0, 1)");
+  ZAYA_CHECK(s.muon.ns_steps >= 1, "optimizer: muon.ns_steps must be >= 1");
+  size_t biggest = 0;
+  for (const ParamInfo& p : table.params) {
+    if (!uses_muon(p) || p.offset + p.numel <= owned.begin || p.offset >= owned.end) continue;
+    ZAYA_CHECK(p.offset >= owned.begin && p.offset + p.numel <= owned.end, "optimizer: Muon tensor ", p.name,
+               " is cut by the owned range [", owned.begin, ", ", owned.end, "): Muon needs whole matrices");
+    ZAYA_CHECK(p.shape.size() == 2, "optimizer: Muon tensor ", p.name, " is not 2-D");
+    biggest = std::max(biggest, p.numel);
+  }
+  m_.assign(owned.size(), 0.f);
+  v_.assign(owned.size(), 0.f);
+  upd_.reserve(biggest);
+}
+
+bool Optimizer::uses_muon(const ParamInfo& p) const { return s_.kind == OptimizerKind::Muon && p.muon(); }
+
+bool Optimizer::decays(const ParamInfo& p) const {
+  return p.decay() || (s_.decay_embeddings && p.role == ParamRole::Embedding);
+}
+
+// torch.optim.AdamW's arithmetic, in fp32, in its order.
+void Optimizer::adamw_span(float* p, const float* g, float* m, float* v, size_t n, double lr, double wd,
+                           double gs) const {
+  const float b1 = float(s_.adamw.beta1), b2 = float(s_.adamw.beta2);
+  const double bc1 = 1 - std::pow(s_.adamw.beta1, double(t_)), bc2 = 1 - std::pow(s_.adamw.beta2, double(t_));
+  const float step_size = float(lr / bc1), bc2_sqrt = float(std::sqrt(bc2)), eps = float(s_.adamw.eps);
+  const float keep = float(1 - lr * wd), gsf = float(gs), one_b1 = 1.f - b1, one_b2 = 1.f - b2;
+#pragma omp parallel for simd schedule(static) if (n > 16384)
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i] * gsf;
+    p[i] *= keep;
+    m[i] += one_b1 * (gi - m[i]);
+    v[i] = v[i] * b2 + one_b2 * gi * gi;
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    p[i] -= step_size * (m[i] / denom);
+  }
+}
+
+// Moonlight's Muon: buf = mu buf + g; u = g + mu buf (Nesterov) or buf; u = NS5(u);
+// p *= 1 - lr wd; p -= lr * rms_scale * sqrt(max(m, n)) * u.
+void Optimizer::muon_tensor(const ParamInfo& info, float* p, const float* g, float* m, double lr, double wd,
+                            double gs) {
+  const int rows = int(info.shape[0]), cols = int(info.shape[1]);
+  const size_t n = info.numel;
+  const float mu = float(s_.muon.momentum), gsf = float(gs);
+  upd_.resize(n);
+  float* u = upd_.data();
+  const bool nesterov = s_.muon.nesterov;
+#pragma omp parallel for simd schedule(static) if (n > 16384)
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i] * gsf;
+    m[i] = mu * m[i] + gi;
+    u[i] = nesterov ? gi + mu * m[i] : m[i];
+  }
+  newton_schulz5(u, rows, cols, s_.muon.ns_steps, ns_scratch_);
+  const float keep = float(1 - lr * wd);
+  const float scale = float(lr * s_.muon.rms_scale * std::sqrt(double(std::max(rows, cols))));
+#pragma omp parallel for simd schedule(static) if (n > 16384)
+  for (size_t i = 0; i < n; ++i) {
+    p[i] *= keep;
+    p[i] -= scale * u[i];
+  }
+}
+
+void Optimizer::step(float* params, const float* grads, double lr, double grad_scale) {
+  ++t_;
+  const double wd = s_.adamw.weight_decay;
+  for (const ParamInfo& info : table_.params) {
+    const size_t b = std::max(info.offset, owned_.begin), e = std::min(info.offset + info.numel, owned_.end);
+    if (b >= e) continue;
+    const size_t k = b - owned_.begin;
+    const double twd = decays(info) ? wd : 0.0;
+    if (uses_muon(info))
+      muon_tensor(info, params + b, grads + b, m_.data() + k, lr, twd, grad_scale);
+    else
+      adamw_span(params + b, grads + b, m_.data() + k, v_.data() + k, e - b, lr, twd, grad_scale);
+  }
+}
+
+nlohmann::json Optimizer::state() const {
+  return {{"kind", optimizer_kind_name(s_.kind)},
+          {"step", t_},
+          {"owned", {owned_.begin, owned_.end}},
+          {"adamw",
+           {{"beta1", s_.adamw.beta1},
+            {"beta2", s_.adamw.beta2},
+            {"eps", s_.adamw.eps},
+            {"weight_decay", s_.adamw.weight_decay}}},
+          {"muon",
+           {{"momentum", s_.muon.momentum},
+            {"nesterov", s_.muon.nesterov},
+            {"ns_steps", s_.muon.ns_steps},
+            {"rms_scale", s_.muon.rms_scale}}},
+          {"decay_embeddings", s_.decay_embeddings}};
+}
+
+void Optimizer::load_state(const nlohmann::json& j) {
+  ZAYA_CHECK(j.is_object() && j.contains("kind") && j.contains("step"), "optimizer state: missing field kind/step");
+  std::string kind = j["kind"].get<std::string>();
+  ZAYA_CHECK(kind == optimizer_kind_name(s_.kind), "optimizer state: the checkpoint was written by ", kind,
+             " but the run config asks for ", optimizer_kind_name(s_.kind));
+  t_ = j["step"].get<int64_t>();
+  ZAYA_CHECK(t_ >= 0, "optimizer state: field step must be >= 0");
+}
+
+double sum_squares(const float* g, FlatRange r) {
+  constexpr size_t kChunk = 1 << 14;
+  const size_t n = r.size(), chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks, 0.0);
+#pragma omp parallel for schedule(static)
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t b = r.begin + c * kChunk, e = std::min(r.begin + (c + 1) * kChunk, r.end);
+    double s = 0;
+    for (size_t i = b; i < e; ++i) s += double(g[i]) * g[i];
+    partial[c] = s;
+  }
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+}  // namespace zaya

@@ -1,0 +1,107 @@
+// Optimizers over the model's flat parameter buffer: AdamW, and Muon (Newton-Schulz
+// orthogonalised momentum for hidden 2-D matrices, AdamW for everything else).
+//
+// Sharding (ZeRO-1). An optimizer owns one contiguous range [begin, end) of the flat buffer
+// and keeps its state only for that range: state index = flat index - begin, so with one
+// rank (range = everything) the state arrays have exactly the parameters' layout, and a
+// checkpoint slices them by tensor name with the same offsets. AdamW is elementwise and
+// may own any cut of a tensor. Muon needs the whole matrix (the orthogonalisation mixes all
+// of its entries), so a range must hold each Muon tensor whole or not at all:
+// shard_ranges() cuts the buffer into near-equal ranges whose boundaries never fall inside
+// a Muon tensor (AdamW tensors such as the embedding may be split anywhere). Each rank then
+// steps its own range on the reduced gradients and all-gathers the parameters.
+//
+// State: two fp32 arrays over the owned range, `m` and `v`. For AdamW elements they are the
+// first and second moments; for Muon tensors `m` is the momentum buffer and `v` is unused
+// (left zero, not saved). Plus the step counter (bias correction).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/params.h"
+
+namespace zaya {
+
+enum class OptimizerKind { AdamW, Muon };
+const char* optimizer_kind_name(OptimizerKind k);
+
+struct AdamWSettings {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;  // decoupled; only on tensors with ParamInfo::decay()
+};
+
+struct MuonSettings {
+  double momentum = 0.95;
+  bool nesterov = true;
+  int ns_steps = 5;
+  // Update RMS matching (Moonlight, ZAYA1): the orthogonalised update of an m x n matrix has
+  // RMS ~ 1/sqrt(max(m, n)); scaling it by rms_scale * sqrt(max(m, n)) gives it AdamW's
+  // typical update RMS (~0.2), so one learning rate serves both.
+  double rms_scale = 0.2;
+};
+
+struct OptimizerSettings {
+  OptimizerKind kind = OptimizerKind::AdamW;
+  AdamWSettings adamw;
+  MuonSettings muon;
+  bool decay_embeddings = false;  // weight decay on the (tied) embedding too
+};
+
+struct FlatRange {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// Near-equal contiguous ranges, one per rank, that keep every Muon tensor whole when
+// muon_whole is set (ranges may then be unequal, or even empty, for tiny models).
+std::vector<FlatRange> shard_ranges(const ParamTable& table, int world, bool muon_whole);
+
+// The Newton-Schulz quintic iteration (coefficients 3.4445, -4.7750, 2.0315) on a rows x cols
+// row-major matrix, in place: an approximate U V^T of its SVD. scratch: any vector (resized).
+void newton_schulz5(float* X, int rows, int cols, int steps, std::vector<float>& scratch);
+
+class Optimizer {
+ public:
+  Optimizer(const ParamTable& table, const OptimizerSettings& s, FlatRange owned);
+  Optimizer(const ParamTable& table, const OptimizerSettings& s) : Optimizer(table, s, {0, table.total}) {}
+
+  // One update of params[begin, end) from grads[begin, end) (full flat arrays, indexed by
+  // flat offset): grads are multiplied by grad_scale first (clipping), lr is this step's rate.
+  void step(float* params, const float* grads, double lr, double grad_scale = 1.0);
+
+  const OptimizerSettings& settings() const { return s_; }
+  FlatRange owned() const { return owned_; }
+  int64_t steps_taken() const { return t_; }
+  // True when this tensor is updated with Muon (kind Muon and ParamInfo::muon()).
+  bool uses_muon(const ParamInfo& p) const;
+  bool decays(const ParamInfo& p) const;
+
+  // State arrays over the owned range (index = flat - owned().begin).
+  std::vector<float>& m() { return m_; }
+  std::vector<float>& v() { return v_; }
+  const std::vector<float>& m() const { return m_; }
+  const std::vector<float>& v() const { return v_; }
+  nlohmann::json state() const;          // settings + step counter (arrays go to safetensors)
+  void load_state(const nlohmann::json& j);  // checks the kind matches
+
+ private:
+  void adamw_span(float* p, const float* g, float* m, float* v, size_t n, double lr, double wd, double gs) const;
+  void muon_tensor(const ParamInfo& info, float* p, const float* g, float* m, double lr, double wd, double gs);
+
+  const ParamTable& table_;
+  OptimizerSettings s_;
+  FlatRange owned_;
+  std::vector<float> m_, v_;
+  int64_t t_ = 0;
+  std::vector<float> upd_, ns_scratch_;  // Muon work buffers (sized once, reused)
+};
+
+// Sum of squares of g[r.begin, r.end) in double, with a fixed reduction order (the same
+// value for the same data whatever the thread schedule): resume stays bit-exact.
+double sum_squares(const float* g, FlatRange r);
+
+}  // namespace zaya
