@@ -36,6 +36,7 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s)
 template <class T>
 void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, T* scratch) {
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
+  const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const T scale = T(1) / std::sqrt(T(s.hd));
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
@@ -43,8 +44,8 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
       T* S = scratch + size_t(omp_get_thread_num()) * 2 * s.Tq * s.Tk;
       const int g = j / G;
       const T* qb = q + size_t(b) * s.Tq * lq + size_t(j) * s.hd;
-      const T* kb = k + size_t(b) * s.Tk * lk + size_t(g) * s.hd;
-      const T* vb = v + size_t(b) * s.Tk * lv + size_t(g) * s.hd;
+      const T* kb = k + size_t(b) * kvb * lk + size_t(g) * s.hd;
+      const T* vb = v + size_t(b) * kvb * lv + size_t(g) * s.hd;
       gemm_serial(Trans::N, Trans::T, s.Tq, s.Tk, s.hd, scale, qb, lq, kb, lk, T(0), S, s.Tk);
       scores_to_probs(S, lse + (size_t(b) * s.Hq + j) * s.Tq, false, s);
       gemm_serial(Trans::N, Trans::N, s.Tq, s.hd, s.Tk, T(1), S, s.Tk, vb, lv, T(0),
@@ -56,6 +57,7 @@ template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse, const T* q, const T* k,
                         const T* v, const AttnShape& s, T* scratch) {
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
+  const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const T scale = T(1) / std::sqrt(T(s.hd));
   // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -63,10 +65,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
     for (int g = 0; g < s.Hk; ++g) {
       T* P = scratch + size_t(omp_get_thread_num()) * 2 * s.Tq * s.Tk;
       T* dP = P + size_t(s.Tq) * s.Tk;
-      const T* kb = k + size_t(b) * s.Tk * lk + size_t(g) * s.hd;
-      const T* vb = v + size_t(b) * s.Tk * lv + size_t(g) * s.hd;
-      T* dkb = dk + size_t(b) * s.Tk * lk + size_t(g) * s.hd;
-      T* dvb = dv + size_t(b) * s.Tk * lv + size_t(g) * s.hd;
+      const T* kb = k + size_t(b) * kvb * lk + size_t(g) * s.hd;
+      const T* vb = v + size_t(b) * kvb * lv + size_t(g) * s.hd;
+      T* dkb = dk + size_t(b) * kvb * lk + size_t(g) * s.hd;
+      T* dvb = dv + size_t(b) * kvb * lv + size_t(g) * s.hd;
       for (int j = g * G; j < (g + 1) * G; ++j) {
         const size_t qoff = size_t(b) * s.Tq * lq + size_t(j) * s.hd;
         const size_t ooff = size_t(b) * s.Tq * lo + size_t(j) * s.hd;

@@ -16,6 +16,7 @@ namespace zaya {
 struct AttnShape {
   int B, Tq, Tk, q_pos0, Hq, Hk, hd;
   int ldq, ldk, ldv, ldo;
+  int kv_batch_rows = 0;  // rows between batches in k/v (a KV cache's capacity); 0 = Tk
   // Scratch elements needed by attention_forward/backward for `threads` threads.
   size_t scratch_elems(int threads) const { return size_t(threads) * 2 * size_t(Tq) * Tk; }
 };

@@ -7,6 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/conv.h"
+#include "core/error.h"
 #include "kernels/gemm.h"
 
 namespace zaya {
@@ -23,6 +24,18 @@ void CcaSaved<T>::resize(const ModelConfig& c, int B, int T_) {
   v_NV.assign(N * c.num_kv_heads * c.head_dim, 0);
   attn_NQ.assign(N * c.num_q_heads * c.head_dim, 0);
   lse_BHT.assign(N * c.num_q_heads, 0);
+}
+
+template <class T>
+void CcaCache<T>::init(const ModelConfig& c, int batch, int max_len) {
+  B = batch;
+  capacity = max_len;
+  len = 0;
+  const size_t KD = size_t(c.num_kv_heads) * c.head_dim;
+  p_tail_BPC.assign(size_t(batch) * c.conv_pad() * c.conv_channels(), 0);
+  x_prev_BD.assign(size_t(batch) * c.hidden_size, 0);
+  k_BSK.assign(size_t(batch) * max_len * KD, 0);
+  v_BSK.assign(size_t(batch) * max_len * KD, 0);
 }
 
 template <class T>
@@ -50,10 +63,34 @@ struct Dims {
 };
 }  // namespace
 
+// Appends this chunk's k (normalised, rotated) and v to the cache, and keeps the last P
+// packed pre-conv vectors and the last x for the next chunk. len is advanced by the caller.
+template <class T>
+static void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* k_new, const T* v,
+                             const T* p, const T* x) {
+  const int KD = c.num_kv_heads * c.head_dim, C = c.conv_channels(), P = c.conv_pad(), D = c.hidden_size;
+  for (int b = 0; b < d.B; ++b) {
+    for (int t = 0; t < d.T; ++t) {
+      const size_t row = size_t(b) * d.T + t, slot = size_t(b) * cache.capacity + cache.len + t;
+      std::memcpy(&cache.k_BSK[slot * KD], k_new + row * C, sizeof(T) * KD);
+      std::memcpy(&cache.v_BSK[slot * KD], v + row * KD, sizeof(T) * KD);
+    }
+    // New tail = last P rows of (old tail ++ this chunk's p).
+    std::vector<T> joined(size_t(P + d.T) * C);
+    std::memcpy(joined.data(), &cache.p_tail_BPC[size_t(b) * P * C], sizeof(T) * P * C);
+    std::memcpy(joined.data() + size_t(P) * C, p + size_t(b) * d.T * C, sizeof(T) * d.T * C);
+    std::memcpy(&cache.p_tail_BPC[size_t(b) * P * C], joined.data() + size_t(d.T) * C, sizeof(T) * P * C);
+    std::memcpy(&cache.x_prev_BD[size_t(b) * D], x + (size_t(b) * d.T + d.T - 1) * D, sizeof(T) * D);
+  }
+}
+
 template <class T>
 void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
-                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k) {
+                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache) {
   const Dims z(c, d);
+  if (cache)
+    ZAYA_CHECK(cache->B == d.B && cache->len + d.T <= cache->capacity, "decode cache holds ", cache->capacity,
+               " positions; ", cache->len, " used, ", d.T, " more requested");
   T* p = s.p_NC.data();
   T* v = s.v_NV.data();
   // 1. q0, k0 projections, packed along channels.
@@ -63,13 +100,18 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
   gemm(Trans::N, Trans::T, z.N, z.VH, z.D, T(1), x, z.D, W + o.wv1, z.D, T(0), v, z.KD);
   for (int b = 0; b < d.B; ++b) {
     T* vb = v + size_t(b) * d.T * z.KD;
-    std::memset(vb + z.VH, 0, sizeof(T) * z.VH);
+    if (cache)  // the previous token's x continues the value shift
+      gemm(Trans::N, Trans::T, 1, z.VH, z.D, T(1), &cache->x_prev_BD[size_t(b) * z.D], z.D, W + o.wv2, z.D, T(0),
+           vb + z.VH, z.KD);
+    else
+      std::memset(vb + z.VH, 0, sizeof(T) * z.VH);
     gemm(Trans::N, Trans::T, d.T - 1, z.VH, z.D, T(1), x + size_t(b) * d.T * z.D, z.D, W + o.wv2, z.D, T(0),
          vb + z.KD + z.VH, z.KD);
   }
   // 2. causal depthwise + grouped convolution over time.
   ConvShape cs{d.B, d.T, z.C, z.hd, c.conv_kernel0, c.conv_kernel1};
-  causal_conv_forward(s.conv_tall.data(), s.y0_tall.data(), k.w1p.data(), p, (const T*)nullptr, W + o.conv0_w,
+  causal_conv_forward(s.conv_tall.data(), s.y0_tall.data(), k.w1p.data(), p,
+                      cache ? cache->p_tail_BPC.data() : (const T*)nullptr, W + o.conv0_w,
                       W + o.conv0_b, W + o.conv1_w, W + o.conv1_b, cs);
   // 3. q-k mean: q_j = c_j + (q0_j + k0_g)/2;  k_g = c_g + mean_j (q0_j + k0_g)/2.
   T* qk_pre = s.qk_pre_NC.data();
@@ -98,8 +140,17 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
   rope_forward(qk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
   rope_forward(qk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
   // 7. causal GQA attention, 8. o_proj.
-  AttnShape as{d.B, d.T, d.T, 0, z.Hq, z.Hk, z.hd, z.C, z.C, z.KD, z.QD};
-  attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, qk + z.QD, v, as, k.attn.data());
+  if (!cache) {
+    AttnShape as{d.B, d.T, d.T, 0, z.Hq, z.Hk, z.hd, z.C, z.C, z.KD, z.QD};
+    attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, qk + z.QD, v, as, k.attn.data());
+  } else {
+    cca_cache_append(*cache, c, d, qk + z.QD, v, p, x);
+    AttnShape as{d.B, d.T, cache->len + d.T, cache->len, z.Hq, z.Hk, z.hd, z.C, z.KD, z.KD, z.QD, cache->capacity};
+    k.attn.resize(std::max(k.attn.size(), as.scratch_elems(omp_get_max_threads())));
+    attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, cache->k_BSK.data(), cache->v_BSK.data(), as,
+                      k.attn.data());
+    cache->len += d.T;
+  }
   gemm(Trans::N, Trans::T, z.N, z.D, z.QD, T(1), s.attn_NQ.data(), z.QD, W + o.wo, z.QD, T(0), out, z.D);
 }
 
@@ -181,8 +232,9 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
 #define ZAYA_INST(T)                                                                                        \
   template struct CcaSaved<T>;                                                                              \
   template struct CcaScratch<T>;                                                                            \
+  template struct CcaCache<T>;                                                                              \
   template void cca_forward<T>(T*, const T*, const T*, const CcaOffsets&, const ModelConfig&, const CcaDims&, \
-                               const RopeTable&, CcaSaved<T>&, CcaScratch<T>&);                             \
+                               const RopeTable&, CcaSaved<T>&, CcaScratch<T>&, CcaCache<T>*);               \
   template void cca_backward<T>(T*, T*, const T*, const T*, const T*, const CcaOffsets&, const ModelConfig&,  \
                                 const CcaDims&, const RopeTable&, const CcaSaved<T>&, CcaScratch<T>&);
 ZAYA_INST(float)

@@ -30,13 +30,26 @@ struct CcaScratch {
   void resize(const ModelConfig& c, int B, int T_);
 };
 
+// Decode state of one attention sub-layer (spec section 3, "Decode"): the KV cache (post-
+// RoPE k and v), the last P pre-conv packed vectors, and the previous token's x. A forward
+// given a cache continues the sequence after cache.len tokens and appends to it. The same
+// three pieces are what a context-parallel shard receives from its predecessor.
+template <class T>
+struct CcaCache {
+  int B = 0, capacity = 0, len = 0;
+  std::vector<T> p_tail_BPC;  // [B, P, C]
+  std::vector<T> x_prev_BD;   // [B, D]
+  std::vector<T> k_BSK, v_BSK;  // [B, capacity, Hk*hd]
+  void init(const ModelConfig& c, int batch, int max_len);
+};
+
 struct CcaDims {
   int B, T, pos0;  // pos0: position of the first token (sequence shards)
 };
 
 template <class T>
 void cca_forward(T* out_ND, const T* x_ND, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
-                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k);
+                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache = nullptr);
 // Accumulates into dx_ND and into the parameter gradients dW (same layout as W).
 template <class T>
 void cca_backward(T* dx_ND, T* dW, const T* dout_ND, const T* x_ND, const T* W, const CcaOffsets& o,

@@ -32,6 +32,13 @@ void Model<T>::set_experts(std::unique_ptr<ExpertCompute<T>> e) {
 }
 
 template <class T>
+void Model<T>::set_rope_theta(double theta) {
+  ZAYA_CHECK(theta > 0, "rope_theta must be positive, got ", theta);
+  layout.cfg.rope_theta = theta;
+  rope_.build(layout.cfg.rotary_dim(), layout.cfg.max_position_embeddings, theta);
+}
+
+template <class T>
 void Model<T>::set_aux_loss_coeff(double coeff) {
   aux_coeff_ = coeff;
   for (size_t n = 1; n < acts_.size(); n += 2) acts_[n].moe.aux_coeff = coeff;
@@ -81,8 +88,11 @@ static const T* opt(const std::vector<T>& v, size_t off) {
 }
 
 template <class T>
-ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, int B, int T_, int pos0) {
+ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, int B, int T_, int pos0,
+                                DecodeState<T>* state) {
   const ModelConfig& c = cfg();
+  if (state) pos0 = state->len;
+  decoded_ = state != nullptr;
   ZAYA_CHECK(pos0 + T_ <= c.max_position_embeddings, "sequence end ", pos0 + T_,
              " exceeds max_position_embeddings ", c.max_position_embeddings);
   reserve(B, T_);
@@ -108,7 +118,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     rmsnorm_forward(a.x_ND.data(), a.rstd_N.data(), a.res_ND.data(), p(so.norm), N, D, c.norm_eps);
     if (so.attention) {
       cca_forward(a.out_ND.data(), a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0}, rope_, a.cca,
-                  cca_scratch_);
+                  cca_scratch_, state ? &state->cca[size_t(n / 2)] : nullptr);
     } else {
       moe_forward(a.out_ND.data(), a.x_ND.data(), r_prev, params.data(), buffers.data() + so.moe.router.balancing_bias,
                   so.moe, c, N, moe_index, a.moe, *experts_);
@@ -124,6 +134,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
                     opt(params, fr.res_scale), opt(params, fr.res_bias), N, D);
   rmsnorm_forward(xf_ND_.data(), rstd_f_N_.data(), res_final_ND_.data(), p(layout.final_norm), N, D, c.norm_eps);
   gemm(Trans::N, Trans::T, N, V, D, T(1), xf_ND_.data(), D, p(layout.embed), D, T(0), logits_NV_.data(), V);
+  if (state) state->len += T_;
   ForwardResult r;
   r.aux_loss = aux;
   if (targets) {
@@ -145,6 +156,7 @@ void Model<T>::backward(T loss_scale) {
   const ModelConfig& c = cfg();
   const int B = B_, T_ = S_, N = B * T_, D = c.hidden_size, V = c.vocab_size;
   ZAYA_CHECK(N > 0, "backward() needs a forward() first");
+  ZAYA_CHECK(!decoded_, "backward() after a decode forward is not supported");
   T* dW = grads.data();
   // Loss and tied LM head (dlogits overwrite the logits buffer).
   T* dlogits = logits_NV_.data();
@@ -196,6 +208,15 @@ void Model<T>::backward(T loss_scale) {
     cur = 1 - cur;
   }
   embedding_backward(dW + layout.embed, dh_[cur].data(), inputs_.data(), N, D);
+}
+
+template <class T>
+void Model<T>::init_decode_state(DecodeState<T>& st, int batch, int max_len) const {
+  ZAYA_CHECK(max_len <= cfg().max_position_embeddings, "decode length ", max_len, " exceeds max_position_embeddings ",
+             cfg().max_position_embeddings);
+  st.cca.resize(cfg().num_layers);
+  for (auto& c : st.cca) c.init(cfg(), batch, max_len);
+  st.len = 0;
 }
 
 template <class T>

@@ -23,6 +23,13 @@ struct SublayerActs {
   MoeSaved<T> moe;
 };
 
+// Decode state for all attention sub-layers (see CcaCache); len = tokens seen so far.
+template <class T>
+struct DecodeState {
+  std::vector<CcaCache<T>> cca;
+  int len = 0;
+};
+
 struct ForwardResult {
   double loss = 0;   // mean over counted targets (0 if no targets), without the aux loss
   double aux_loss = 0;  // Switch load-balancing loss summed over MoE sub-layers (when enabled)
@@ -44,15 +51,22 @@ class Model {
   void reserve(int B, int T_);
   // inputs [B*T] token ids; targets [B*T] or nullptr (then only logits are computed).
   // pos0: position of the first token (RoPE).
-  ForwardResult forward(const int32_t* inputs, const int32_t* targets, int B, int T_, int pos0 = 0);
+  // state (decode): continue after state->len tokens, appending to its caches; pos0 is then
+  // state->len. backward() is not available after a forward with state.
+  ForwardResult forward(const int32_t* inputs, const int32_t* targets, int B, int T_, int pos0 = 0,
+                        DecodeState<T>* state = nullptr);
+  void init_decode_state(DecodeState<T>& state, int batch, int max_len) const;
   // Accumulates d(mean loss)/d(params) * loss_scale into grads. Needs a forward with targets.
   void backward(T loss_scale = T(1));
   void zero_grads();
   // Switch-style auxiliary load-balancing loss coefficient (0 = off, the ZAYA1 default:
   // ZAYA1 balances with biases). When on, backward adds its gradient (times loss_scale).
   void set_aux_loss_coeff(double c);
+  // RoPE base (changes at recipe phase boundaries, e.g. 10K -> 1M for context extension).
+  void set_rope_theta(double theta);
+  const RopeTable& rope() const { return rope_; }
 
-  const T* logits() const { return logits_NV_.data(); }  // [B*T, V] after forward
+  const T* logits() const { return logits_NV_.data(); }  // [B*T, V] after forward (backward overwrites)
   const T* lse() const { return lse_N_.data(); }
   // Per MoE sub-layer: tokens per class (incl. skip) in the last forward.
   std::vector<std::vector<int64_t>> class_counts() const;
@@ -75,6 +89,7 @@ class Model {
   RopeTable rope_;
   std::unique_ptr<ExpertCompute<T>> experts_;
   int count_ = 0;
+  bool decoded_ = false;
   double aux_coeff_ = 0;
 };
 

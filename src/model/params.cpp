@@ -152,6 +152,22 @@ void init_buffers(const ModelLayout& L, T* buffers) {
       buffers[p.offset + i] = T(L.cfg.use_mod && i + 1 == p.numel ? -1.0 : 0.0);  // skip class starts at -1
 }
 
+template <class T>
+void randomize_for_checks(const ModelLayout& L, uint64_t seed, T* params, T* buffers) {
+  init_params(L, seed, params);
+  init_buffers(L, buffers);
+  Philox r(seed, 99);
+  for (const ParamInfo& p : L.params.params)
+    if (p.role != ParamRole::Matrix && p.role != ParamRole::ExpertMatrix && p.role != ParamRole::Embedding)
+      for (size_t i = 0; i < p.numel; ++i) params[p.offset + i] += T(0.3 * r.normal());
+  for (const ParamInfo& p : L.buffers.params) {
+    for (size_t i = 0; i < p.numel; ++i) buffers[p.offset + i] += T(0.05 * r.normal());
+    if (L.cfg.use_mod) buffers[p.offset + p.numel - 1] = T(0.2 + 0.1 * r.normal());
+  }
+}
+
+template void randomize_for_checks<float>(const ModelLayout&, uint64_t, float*, float*);
+template void randomize_for_checks<double>(const ModelLayout&, uint64_t, double*, double*);
 template void init_params<float>(const ModelLayout&, uint64_t, float*);
 template void init_params<double>(const ModelLayout&, uint64_t, double*);
 template void init_buffers<float>(const ModelLayout&, float*);

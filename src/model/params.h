@@ -94,6 +94,12 @@ void init_params(const ModelLayout& L, uint64_t seed, T* params);
 template <class T>
 void init_buffers(const ModelLayout& L, T* buffers);
 
+// Non-trivial values everywhere for correctness checks (gradient checks, the PyTorch
+// reference): init with cfg.init_std, then scales, norms, biases and temperatures moved
+// off their init values, balancing biases random with the skip class competitive.
+template <class T>
+void randomize_for_checks(const ModelLayout& L, uint64_t seed, T* params, T* buffers);
+
 // Parameter counts from the config alone (all experts), with a per-component breakdown.
 struct ParamCounts {
   int64_t cca_core = 0;           // one CCA core (q, k, v1, v2, conv0, conv1, temp, o)

@@ -1,0 +1,26 @@
+// HF-format ZAYA directories: config.json plus model.safetensors, or shards listed in
+// model.safetensors.index.json ("weight_map": name -> file). Parameters are looked up by
+// their HF names in the model's parameter table, so import/export is a loop, not a
+// hand-written mapping.
+#pragma once
+#include <string>
+
+#include "ckpt/safetensors.h"
+#include "model/model.h"
+
+namespace zaya {
+
+// Loads every parameter (and the balancing-bias buffers) of `m` from `dir`. Missing or
+// misshapen tensors are errors naming the tensor and file; an absent lm_head.weight means
+// tied (as ZAYA1 is); balancing biases absent from the files keep their init values.
+template <class T>
+void load_hf_weights(const std::string& dir, Model<T>& m);
+
+// Writes config.json, generation_config.json and the weights (one file, or shards of at
+// most max_shard_bytes plus the index). dtype F32 or BF16. Fails, naming the field, on a
+// config the released HF code cannot load (Hq != num_attention_heads/2, top-k != 1).
+template <class T>
+void save_hf_dir(const std::string& dir, const Model<T>& m, DType dtype, size_t max_shard_bytes = 0,
+                 bool check_hf_compat = true);
+
+}  // namespace zaya
