@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Validates `zaya size`'s predicted training step time against `zaya train-bench` on this
+# machine, for three model configs of different shapes (configs/size-check-{a,b,c}.toml).
+#
+#   scripts/validate_size.sh [BUILD_DIR] [OUT_DIR]
+#
+# 1. Measures a profile of this machine into OUT_DIR/bench: STREAM (zaya bench mem) and the
+#    exact GEMM shapes each config's training step runs (zaya size --gemm-shapes, then
+#    zaya bench gemm per shape).
+# 2. Predicts each config's step time from that profile (zaya size --profile-from ... --json).
+# 3. Measures it (zaya train-bench --config X --batch B --seq T --steps N --json).
+# 4. Prints predicted / measured per config and writes OUT_DIR/validate.json; exits 1 when a
+#    ratio is outside [0.75, 1.25] (the "within 25%" acceptance), 2 when train-bench is absent.
+# Environment: STEPS (train-bench steps, default 6), DTYPE (fp32), OMP_NUM_THREADS (all cores).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build}
+OUT=${2:-$BUILD/size-validate}
+ZAYA=$BUILD/zaya
+STEPS=${STEPS:-6}
+DTYPE=${DTYPE:-fp32}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+# config:batch:seq
+CASES=("a:4:128" "b:8:64" "c:2:256")
+
+[ -x "$ZAYA" ] || { echo "validate_size: $ZAYA not found (build first)" >&2; exit 1; }
+mkdir -p "$OUT/bench"
+rm -f "$OUT/bench/"*.csv "$OUT/bench/peak.json"
+
+echo "[1/3] measuring this machine into $OUT/bench (STREAM + the configs' GEMM shapes, $DTYPE)"
+"$ZAYA" bench mem --csv "$OUT/bench/mem.csv" --peak-json "$OUT/bench/peak.json" > "$OUT/mem.log"
+shapes="$OUT/shapes.txt"
+: > "$shapes"
+for c in "${CASES[@]}"; do
+  IFS=: read -r name b s <<< "$c"
+  "$ZAYA" size --config "$ROOT/configs/size-check-$name.toml" --gemm-shapes --micro-batch "$b" --seq "$s" \
+    --dtype "$DTYPE" >> "$shapes"
+done
+sort -u -n "$shapes" -o "$shapes"
+gemm="$OUT/bench/gemm.csv"
+one="$OUT/one_gemm.csv"
+n=0
+while read -r M N K; do
+  "$ZAYA" bench gemm -m "$M" -n "$N" -k "$K" --dtype "$DTYPE" --warmup 2 --min-iters 3 --min-time 0.03 \
+    --no-verify --csv "$one" > /dev/null
+  if [ ! -s "$gemm" ]; then cat "$one" > "$gemm"; else tail -n +2 "$one" >> "$gemm"; fi
+  n=$((n + 1))
+done < "$shapes"
+rm -f "$one"
+echo "      $n GEMM shapes measured"
+
+have_train_bench=1
+"$ZAYA" train-bench --help > /dev/null 2>&1 || have_train_bench=0
+
+echo "[2/3] predicting (zaya size --profile-from $OUT/bench --attention full --dtype $DTYPE)"
+echo "[3/3] measuring (zaya train-bench, $STEPS steps)"
+results="$OUT/results.txt"
+: > "$results"
+for c in "${CASES[@]}"; do
+  IFS=: read -r name b s <<< "$c"
+  cfg="$ROOT/configs/size-check-$name.toml"
+  "$ZAYA" size --config "$cfg" --profile-from "$OUT/bench" --micro-batch "$b" --seq "$s" --dtype "$DTYPE" \
+    --attention full --json > "$OUT/predicted-$name.json"
+  if [ "$have_train_bench" = 1 ]; then
+    "$ZAYA" train-bench --config "$cfg" --batch "$b" --seq "$s" --steps "$STEPS" --json > "$OUT/measured-$name.json"
+  else
+    echo '{}' > "$OUT/measured-$name.json"
+  fi
+  echo "$name $b $s $OUT/predicted-$name.json $OUT/measured-$name.json" >> "$results"
+done
+
+"$PY" - "$results" "$OUT/validate.json" "$have_train_bench" <<'EOF'
+import json, sys
+rows, out, have = [], sys.argv[2], sys.argv[3] == "1"
+for line in open(sys.argv[1]):
+    name, b, s, pred, meas = line.split()
+    p = json.load(open(pred))
+    m = json.load(open(meas))
+    r = {"config": f"size-check-{name}", "batch": int(b), "seq": int(s),
+         "predicted_step_s": p["step_time_s"], "predicted_tokens_per_s": p["tokens_per_s"]}
+    if "step_time_s" in m:
+        r["measured_step_s"] = m["step_time_s"]
+        r["measured_tokens_per_s"] = m.get("tokens_per_s")
+        r["ratio"] = p["step_time_s"] / m["step_time_s"]
+        r["within_25pct"] = abs(r["ratio"] - 1) <= 0.25
+    rows.append(r)
+json.dump({"cases": rows}, open(out, "w"), indent=2)
+print(f"{'config':14s} {'b x s':>9s} {'predicted ms':>13s} {'measured ms':>12s} {'ratio':>7s}")
+for r in rows:
+    meas = f"{r['measured_step_s'] * 1e3:12.2f}" if "ratio" in r else f"{'-':>12s}"
+    ratio = f"{r['ratio']:7.3f}" if "ratio" in r else f"{'-':>7s}"
+    print(f"{r['config']:14s} {r['batch']:>4d} x {r['seq']:<4d}{r['predicted_step_s'] * 1e3:13.2f} {meas} {ratio}")
+print(f"wrote {out}")
+if not have:
+    print("zaya train-bench is not available in this build: predictions only (no ratios)")
+    sys.exit(2)
+sys.exit(0 if all(r.get("within_25pct") for r in rows) else 1)
+EOF
