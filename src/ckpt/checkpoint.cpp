@@ -373,4 +373,40 @@ void Checkpoint::verify() const {
     for (const Slice& s : t.slices) check_slice(t, s);
 }
 
+// ---------------------------------------------------------------------------------------
+// The model inside a training checkpoint
+
+ModelConfig checkpoint_model_config(const Checkpoint& ck) {
+  const json& m = ck.manifest();
+  ZAYA_CHECK(m.contains("model_config") && m["model_config"].contains("toml"), "checkpoint ", ck.dir(),
+             ": manifest has no model_config.toml");
+  ModelConfig c = parse_model_config_toml(m["model_config"]["toml"].get<std::string>(), ck.dir() + "/manifest.json");
+  const json& st = ck.state();
+  if (st.contains("trainer") && st["trainer"].contains("rope_theta"))
+    c.rope_theta = st["trainer"]["rope_theta"].get<double>();
+  return c;
+}
+
+template <class T>
+void load_checkpoint_model(const Checkpoint& ck, Model<T>& m) {
+  std::vector<float> buf;
+  auto load = [&](const std::string& group, const ParamInfo& p, T* dst) {
+    buf.resize(p.numel);
+    ck.read(group + p.name, buf.data(), 0, p.numel, p.shape);
+    for (size_t i = 0; i < p.numel; ++i) dst[i] = T(buf[i]);
+  };
+  for (const ParamInfo& p : m.layout.params.params) load("param/", p, m.params.data() + p.offset);
+  for (const ParamInfo& p : m.layout.buffers.params) load("buffer/", p, m.buffers.data() + p.offset);
+}
+template void load_checkpoint_model<float>(const Checkpoint&, Model<float>&);
+template void load_checkpoint_model<double>(const Checkpoint&, Model<double>&);
+
+std::string checkpoint_tokenizer(const Checkpoint& ck) {
+  const std::string name = ck.manifest().value("tokenizer", "");
+  if (name.empty()) return "";
+  const fs::path p = fs::path(ck.dir()) / name;
+  ZAYA_CHECK(fs::exists(p), "checkpoint ", ck.dir(), ": tokenizer file ", name, " is missing");
+  return p.string();
+}
+
 }  // namespace zaya

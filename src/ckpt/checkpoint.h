@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/safetensors.h"
+#include "model/model.h"
 
 namespace zaya {
 
@@ -132,5 +133,13 @@ class Checkpoint {
   mutable std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;
   mutable std::map<std::string, bool> verified_;  // "file/key" -> checksum checked
 };
+
+// The model a training checkpoint holds: its config (as trained: the run's base RoPE theta;
+// the manifest's state.trainer.rope_theta has the one in use at the step), its weights and
+// balancing biases, and its tokenizer file ("" when it has none).
+ModelConfig checkpoint_model_config(const Checkpoint& ck);
+template <class T>
+void load_checkpoint_model(const Checkpoint& ck, Model<T>& m);
+std::string checkpoint_tokenizer(const Checkpoint& ck);
 
 }  // namespace zaya

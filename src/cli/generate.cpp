@@ -1,0 +1,142 @@
+// zaya generate --ckpt DIR --prompt "..." [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//               [--max-tokens N] [--tokenizer MODEL]: sample a continuation with the
+// incremental decoder (prefill, then one token at a time), streaming the text.
+// DIR: a training checkpoint (step dir, its root, or the run dir) or an HF directory.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "model/decode.h"
+#include "train/tokenizer.h"
+
+namespace {
+namespace fs = std::filesystem;
+
+struct GenArgs {
+  std::string ckpt, prompt, tokenizer;
+  double temperature = 0.8, top_p = 0.95;
+  int top_k = 50, max_tokens = 128;
+  uint64_t seed = 1;
+  bool no_eos_prefix = false;
+};
+
+// Temperature, then top-k, then top-p (nucleus) over the survivors; temperature 0: argmax.
+int sample(const float* logits, int V, const GenArgs& a, zaya::Philox& rng, std::vector<int>& idx,
+           std::vector<double>& p) {
+  if (a.temperature <= 0) return int(std::max_element(logits, logits + V) - logits);
+  idx.resize(size_t(V));
+  std::iota(idx.begin(), idx.end(), 0);
+  const int k = a.top_k > 0 ? std::min(a.top_k, V) : V;
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int x, int y) { return logits[x] > logits[y]; });
+  p.resize(size_t(k));
+  double sum = 0;
+  for (int i = 0; i < k; ++i) sum += p[size_t(i)] = std::exp((logits[idx[size_t(i)]] - logits[idx[0]]) / a.temperature);
+  int keep = k;
+  double acc = 0;
+  for (int i = 0; i < k; ++i) {
+    acc += p[size_t(i)] / sum;
+    if (acc >= a.top_p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  double total = 0;
+  for (int i = 0; i < keep; ++i) total += p[size_t(i)];
+  double u = rng.uniform() * total;
+  for (int i = 0; i < keep; ++i)
+    if ((u -= p[size_t(i)]) < 0) return idx[size_t(i)];
+  return idx[size_t(keep - 1)];
+}
+
+void run(const GenArgs& a) {
+  std::unique_ptr<zaya::Model<float>> model;
+  std::string tok_path = a.tokenizer;
+  if (fs::exists(fs::path(a.ckpt) / "config.json")) {  // an HF directory
+    model = std::make_unique<zaya::Model<float>>(zaya::load_model_config(a.ckpt));
+    zaya::load_hf_weights(a.ckpt, *model);
+    if (tok_path.empty() && fs::exists(fs::path(a.ckpt) / "tokenizer.model"))
+      tok_path = (fs::path(a.ckpt) / "tokenizer.model").string();
+  } else {
+    zaya::Checkpoint ck(a.ckpt);
+    model = std::make_unique<zaya::Model<float>>(zaya::checkpoint_model_config(ck));
+    zaya::load_checkpoint_model(ck, *model);
+    if (tok_path.empty()) tok_path = zaya::checkpoint_tokenizer(ck);
+  }
+  ZAYA_CHECK(!tok_path.empty(), a.ckpt, ": no tokenizer.model there; pass --tokenizer");
+  auto tok = zaya::load_tokenizer(tok_path);
+  const int V = model->cfg().vocab_size;
+  ZAYA_CHECK(tok->vocab_size() <= V, "tokenizer ", tok_path, " has ", tok->vocab_size(),
+             " pieces but the model's vocabulary is ", V);
+  // Training documents start right after an EOS, so the prompt does too (unless asked not to).
+  std::vector<int32_t> ids;
+  if (!a.no_eos_prefix && tok->eos_id() >= 0) ids.push_back(tok->eos_id());
+  for (int32_t t : tok->encode(a.prompt)) ids.push_back(t);
+  ZAYA_CHECK(!ids.empty(), "--prompt is empty and the tokenizer has no EOS to start from");
+  const int max_len = std::min<int>(int(ids.size()) + a.max_tokens, model->cfg().max_position_embeddings);
+  ZAYA_CHECK(int(ids.size()) < max_len, "prompt of ", ids.size(), " tokens leaves no room under max_position_embeddings ",
+             model->cfg().max_position_embeddings);
+
+  zaya::Decoder<float> dec(*model, 1, max_len);
+  zaya::Philox rng(a.seed, zaya::hash_name("zaya.generate"));
+  std::vector<int> idx;
+  std::vector<double> p;
+  zaya::Timer timer;
+  const float* logits = dec.feed(ids.data(), int(ids.size()));
+  const size_t first = a.no_eos_prefix ? 0 : 1;
+  std::vector<int32_t> shown(ids.begin() + long(first), ids.end());
+  std::string printed = tok->decode(shown);
+  std::printf("%s", printed.c_str());
+  int generated = 0;
+  while (generated < a.max_tokens) {
+    int next = sample(logits, V, a, rng, idx, p);
+    ++generated;
+    if (next == tok->eos_id()) break;
+    shown.push_back(next);
+    std::string text = tok->decode(shown);  // re-decode: pieces may merge across tokens
+    if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
+      std::printf("%s", text.c_str() + printed.size());
+    printed = std::move(text);
+    std::fflush(stdout);
+    if (generated == a.max_tokens || dec.pos() >= max_len) break;
+    int32_t t = next;
+    logits = dec.feed(&t, 1);
+  }
+  std::printf("\n");
+  std::fprintf(stderr, "[%d tokens in %.2f s, %.1f tokens/s]\n", generated, timer.seconds(),
+               generated / std::max(timer.seconds(), 1e-9));
+}
+
+}  // namespace
+
+ZAYA_COMMAND("generate", "Sample text from a checkpoint (temperature, top-k, top-p) with incremental decoding",
+             [](CLI::App& app) {
+               auto a = std::make_shared<GenArgs>();
+               app.add_option("--ckpt", a->ckpt, "training checkpoint (step dir, ckpt root or run dir) or HF dir")
+                   ->required();
+               app.add_option("--prompt", a->prompt, "text to continue")->required();
+               app.add_option("--temperature", a->temperature, "softmax temperature (0: greedy)")
+                   ->capture_default_str()
+                   ->check(CLI::NonNegativeNumber);
+               app.add_option("--top-k", a->top_k, "keep the k most likely tokens (0: all)")
+                   ->capture_default_str()
+                   ->check(CLI::NonNegativeNumber);
+               app.add_option("--top-p", a->top_p, "nucleus: keep the smallest set with this much probability")
+                   ->capture_default_str()
+                   ->check(CLI::Range(0.0, 1.0));
+               app.add_option("--seed", a->seed, "sampling seed")->capture_default_str();
+               app.add_option("--max-tokens", a->max_tokens, "tokens to generate at most")
+                   ->capture_default_str()
+                   ->check(CLI::PositiveNumber);
+               app.add_option("--tokenizer", a->tokenizer, "SentencePiece model (default: the checkpoint's)");
+               app.add_flag("--no-eos-prefix", a->no_eos_prefix, "do not start the context with EOS");
+               app.callback([a] { run(*a); });
+             });
