@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "kernels/gemm.h"
 
 namespace zaya::cli {
 std::vector<CommandDef>& registry() {
@@ -14,6 +15,7 @@ std::vector<CommandDef>& registry() {
 }  // namespace zaya::cli
 
 int main(int argc, char** argv) {
+  zaya::maybe_reexec_for_blas_core(argv);
   CLI::App app{"zaya: pretraining ZAYA1-family MoE models, and characterising the hardware for it"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "zaya 0.1.0");

@@ -1,6 +1,8 @@
 #include "kernels/gemm.h"
 
 #include <cpuid.h>
+#include <strings.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include <cstdlib>
@@ -210,6 +212,16 @@ void gemm_serial(Trans ta, Trans tb, int M, int N, int K, float alpha, const flo
 void gemm_serial(Trans ta, Trans tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
                  int ldb, double beta, double* C, int ldc) {
   gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void maybe_reexec_for_blas_core(char** argv) {
+  const char* pref = std::getenv("ZAYA_BLAS_CORE");
+  if ((pref && !std::strcmp(pref, "keep")) || std::getenv("ZAYA_BLAS_REEXEC") || !cpu_features().avx512f) return;
+  const char* core = openblas_get_corename();
+  if (strcasecmp(core, "Haswell") != 0 && strcasecmp(core, "Zen") != 0) return;
+  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  setenv("ZAYA_BLAS_REEXEC", "1", 1);  // never loop
+  execv("/proc/self/exe", argv);  // returns only on failure: then carry on with what we have
 }
 
 std::string gemm_runtime_info() {

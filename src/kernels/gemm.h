@@ -45,6 +45,15 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 bool bf16_gemm_supported();
 
+// OpenBLAS 0.3.21 (Debian 12) picks its Haswell (AVX2) kernels on AMD Zen 4 CPUs that have
+// AVX-512; its SkylakeX kernels are much faster there (measured: README "GEMM engines").
+// OpenBLAS reads OPENBLAS_CORETYPE only when it loads, so the zaya binary calls this first
+// thing in main(): if the CPU has AVX-512 and OpenBLAS runs its Haswell/Zen kernels (also
+// when OPENBLAS_CORETYPE=Haswell is set machine-wide, as on our CI image), it sets
+// OPENBLAS_CORETYPE=SkylakeX and re-executes itself (same pid, same arguments).
+// ZAYA_BLAS_CORE=keep leaves OpenBLAS's choice alone.
+void maybe_reexec_for_blas_core(char** argv);
+
 // One line: BLAS library, its core and threading, oneDNN version and ISA, CPU features.
 std::string gemm_runtime_info();
 

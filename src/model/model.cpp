@@ -46,7 +46,10 @@ void Model<T>::set_aux_loss_coeff(double coeff) {
 
 template <class T>
 void Model<T>::zero_grads() {
-  std::fill(grads.begin(), grads.end(), T(0));
+  T* g = grads.data();
+  const size_t n = grads.size();
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) g[i] = T(0);
 }
 
 template <class T>
