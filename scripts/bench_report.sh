@@ -3,10 +3,12 @@
 # summary.md), with cross-checks against independent programs (bench/*_ref.cpp).
 #   bash scripts/bench_report.sh [build/zaya]
 # Environment: REPORT (output dir, default bench/report), NP (ranks for comm, default 2),
-# MAX_RANKS (comm-sweep, default 4), COMM_MAX (default 64M), QUICK=1 (small sizes, minutes less).
+# MAX_RANKS (comm-sweep, default 4), COMM_MAX (default 64M), ROUNDS (cross-check rounds, default 5),
+# QUICK=1 (small sizes, minutes less).
 set -euo pipefail
 ZAYA=${1:-build/zaya}
 [ -x "$ZAYA" ] || { echo "bench_report: no zaya binary at '$ZAYA' (run make build)" >&2; exit 1; }
+ZAYA=$(realpath "$ZAYA")
 BUILD=$(dirname "$ZAYA")
 cd "$(dirname "$0")/.."
 OUT=${REPORT:-bench/report}
@@ -14,7 +16,13 @@ NP=${NP:-2}
 MAX_RANKS=${MAX_RANKS:-4}
 COMM_MAX=${COMM_MAX:-64M}
 QUICK=${QUICK:-0}
+ROUNDS=${ROUNDS:-5}
+X="$OUT/crosscheck"
+RAW="$OUT/raw"  # printed tables: kept out of $OUT, where `zaya size --profile-from` reads every *.txt as one nccl-tests run
 mkdir -p "$OUT"
+rm -rf "$X" "$RAW"
+rm -f "$OUT"/*.csv "$OUT"/*.json "$OUT"/*.png "$OUT"/*.txt "$OUT"/summary.md  # a fresh report, peak.json included
+mkdir -p "$X" "$RAW"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN=(mpirun --oversubscribe)
 [ "$(id -u)" -eq 0 ] && MPIRUN+=(--allow-run-as-root)
@@ -22,6 +30,11 @@ for ref in bench_comm_ref bench_stream_ref bench_sgemm_ref; do
   [ -x "$BUILD/$ref" ] || { echo "bench_report: missing $BUILD/$ref (built from bench/${ref#bench_}.cpp)" >&2; exit 1; }
 done
 log() { echo "[bench-report] $*"; }
+# Debian's python3-matplotlib is not seen by a pyenv/venv python3 on the PATH.
+PY=python3
+for cand in "${ZAYA_PYTHON:-}" /usr/bin/python3 python3; do
+  if [ -n "$cand" ] && "$cand" -c 'import matplotlib' 2>/dev/null; then PY=$cand; break; fi
+done
 THREADS=$(nproc)
 if [ "$QUICK" = 1 ]; then
   COMM_MAX=4M; MEM_ARGS=(--array-bytes 64M --sweep-max 256M); GEMM_SWEEP=(-m 256:1024:256 -n 256:1024:256 -k 512)
@@ -42,19 +55,23 @@ cat "$OUT/machine.txt"
 
 log "comm: ${NP} ranks, all six collectives, 8 B .. $COMM_MAX"
 "${MPIRUN[@]}" -np "$NP" "$ZAYA" bench comm -b 8 -e "$COMM_MAX" -f 2 -c 1 --all \
-  --csv "$OUT/comm.csv" --json "$OUT/comm.json" | tee "$OUT/comm.txt"
-log "comm cross-check: raw MPI reference loop (OSU style)"
+  --csv "$OUT/comm.csv" --json "$OUT/comm.json" | tee "$RAW/comm.txt"
+log "comm cross-check: zaya vs a raw MPI loop (OSU style), interleaved, $ROUNDS rounds each"
 REF_SIZES=(1048576 4194304)
 [ "$QUICK" = 1 ] || REF_SIZES+=(16777216 67108864)
-for op in allreduce allgather; do
-  "${MPIRUN[@]}" -np "$NP" "$BUILD/bench_comm_ref" "$op" "${REF_SIZES[@]}" --iters 20 --warmup 5 > "$OUT/comm_ref_$op.csv"
-  cat "$OUT/comm_ref_$op.csv"
+for r in $(seq "$ROUNDS"); do
+  "${MPIRUN[@]}" -np "$NP" "$ZAYA" bench comm --op all_reduce,all_gather -b "${REF_SIZES[0]}" -e "${REF_SIZES[-1]}" -f 4 \
+    -n 20 -w 5 -c 0 --csv "$X/comm_zaya.$r.csv" > /dev/null
+  for op in allreduce allgather; do
+    "${MPIRUN[@]}" -np "$NP" "$BUILD/bench_comm_ref" "$op" "${REF_SIZES[@]}" --iters 20 --warmup 5 > "$X/comm_ref_$op.$r.csv"
+  done
 done
+cat "$X"/comm_ref_*.csv
 
 log "comm-sweep: 1 .. $MAX_RANKS ranks"
 "$ZAYA" bench comm-sweep --max-ranks "$MAX_RANKS" -b 8 -e "$SWEEP_MAX" -f 4 -n 10 -w 2 \
   --csv "$OUT/comm_sweep.csv" --plot-dir "$OUT"
-python3 scripts/plot_bench.py comm "$OUT/comm.csv" "$OUT/comm_busbw.png"
+"$PY" scripts/plot_bench.py comm "$OUT/comm.csv" "$OUT/comm_busbw.png"
 
 log "gemm: (M, N) grid for the heatmap"
 "$ZAYA" bench gemm "${GEMM_SWEEP[@]}" --dtype fp32,bf16 --csv "$OUT/gemm_sweep.csv" --heatmap "$OUT/gemm_heatmap.png"
@@ -65,9 +82,12 @@ log "gemm: peak search"
 "$ZAYA" bench gemm --peak --dtype fp32,bf16 --csv "$OUT/gemm_peak.csv" --json "$OUT/gemm_peak.json" \
   --peak-json "$OUT/peak.json"
 { head -1 "$OUT/gemm_sweep.csv"; for f in gemm_sweep gemm_presets gemm_peak; do tail -n +2 "$OUT/$f.csv"; done; } > "$OUT/gemm.csv"
-read -r BM BN BK < <(python3 -c "import json; b=json.load(open('$OUT/gemm_peak.json'))['best']['fp32']; print(b['M'], b['N'], b['K'])")
-log "gemm cross-check: cblas_sgemm direct at ${BM}x${BN}x${BK}"
-"$BUILD/bench_sgemm_ref" "$BM" "$BN" "$BK" nt 2 0.2 | tee "$OUT/sgemm_ref.txt"
+read -r BM BN BK < <("$PY" -c "import json; b=json.load(open('$OUT/gemm_peak.json'))['best']['fp32']; print(b['M'], b['N'], b['K'])")
+log "gemm cross-check: zaya vs cblas_sgemm direct at ${BM}x${BN}x${BK}, interleaved, $ROUNDS rounds each"
+for r in $(seq "$ROUNDS"); do
+  "$ZAYA" bench gemm -m "$BM" -n "$BN" -k "$BK" --dtype fp32 --min-time 0.5 --csv "$X/gemm_zaya.$r.csv" > /dev/null
+  "$BUILD/bench_sgemm_ref" "$BM" "$BN" "$BK" nt 2 0.5 | tee "$X/sgemm_ref.$r.txt"
+done
 log "OPENBLAS_CORETYPE: environment default vs Haswell (AVX2) vs SkylakeX/Cooperlake (AVX-512) vs autodetect"
 {
   echo "OPENBLAS_CORETYPE in this environment: '${OPENBLAS_CORETYPE-<unset>}'; cblas_sgemm direct, $THREADS threads"
@@ -85,11 +105,15 @@ log "OPENBLAS_CORETYPE: environment default vs Haswell (AVX2) vs SkylakeX/Cooper
 log "mem: STREAM (arrays 4 x last-level cache unless QUICK) and the working-set sweep"
 "$ZAYA" bench mem --threads "$THREADS" "${MEM_ARGS[@]}" --csv "$OUT/mem.csv" --json "$OUT/mem.json" \
   --peak-json "$OUT/peak.json" --sweep --sweep-csv "$OUT/mem_sweep.csv" --sweep-plot "$OUT/mem_sweep.png" \
-  | tee "$OUT/mem.txt"
-N=$(python3 -c "import json; print(json.load(open('$OUT/mem.json'))['array_bytes'] // 8)")
-log "mem cross-check: classic STREAM loops, same array size ($N elements) and threads"
-OMP_NUM_THREADS=$THREADS "$BUILD/bench_stream_ref" "$N" | tee "$OUT/stream_ref.txt"
+  | tee "$RAW/mem.txt"
+N=$("$PY" -c "import json; print(json.load(open('$OUT/mem.json'))['array_bytes'] // 8)")
+log "mem cross-check: zaya vs the classic STREAM loops, $N elements per array, $THREADS threads, interleaved, $ROUNDS rounds"
+for r in $(seq "$ROUNDS"); do
+  "$ZAYA" bench mem --threads "$THREADS" --array-bytes $((N * 8)) --csv "$X/mem_zaya.$r.csv" > /dev/null
+  OMP_NUM_THREADS=$THREADS "$BUILD/bench_stream_ref" "$N" > "$X/stream_ref.$r.txt"
+  grep -i triad "$X/mem_zaya.$r.csv" "$X/stream_ref.$r.txt" || true
+done
 
-python3 scripts/plot_bench.py summary "$OUT"
+"$PY" scripts/plot_bench.py summary "$OUT"
 log "done: $OUT/summary.md"
 cat "$OUT/peak.json"

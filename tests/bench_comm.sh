@@ -62,7 +62,9 @@ grep -q "zaya: error: unknown dtype 'float99'" "$T/bad.txt" || { cat "$T/bad.txt
 
 # 4. comm-sweep at 1 and 2 ranks, merged CSV (plots only when matplotlib is there).
 PLOTS=none
-python3 -c 'import matplotlib' 2>/dev/null && PLOTS="$T/plots"
+for py in "${ZAYA_PYTHON:-}" /usr/bin/python3 python3; do
+  [ -n "$py" ] && "$py" -c 'import matplotlib' 2>/dev/null && { PLOTS="$T/plots"; break; }
+done
 "$ZAYA" bench comm-sweep --max-ranks 2 -b 1K -e 16K -f 4 -n 2 -w 1 --csv "$T/sweep.csv" --plot-dir "$PLOTS" \
   > "$T/sweep.txt" 2>&1 || { cat "$T/sweep.txt"; fail "comm-sweep"; }
 python3 - "$T/sweep.csv" <<'PY' || fail "comm-sweep CSV"

@@ -242,13 +242,14 @@ bool same(const T& got, const T& want) {
 
 }  // namespace
 
+// Fill and check run serially on purpose: OpenMP workers spinning after a parallel region
+// would steal the cores that the other ranks are timing collectives on.
 void fill_input(CommOp op, DType t, RedOp r, int rank, int n, int /*root*/, void* buf, int64_t send_count) {
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(buf);
     RedOp rr = op_reduces(op) ? r : RedOp::None;
     int64_t offset = op == CommOp::AllGather ? int64_t(rank) * send_count : 0;  // global index
-#pragma omp parallel for schedule(static) if (send_count > (1 << 16))
     for (int64_t i = 0; i < send_count; ++i) p[i] = store<T>(input_value(rr, rank, offset + i));
     (void)n;
   });
@@ -266,7 +267,6 @@ int64_t count_wrong(CommOp op, DType t, RedOp r, int rank, int n, int root, cons
     using T = decltype(tag);
     const T* p = static_cast<const T*>(result);
     int64_t wrong = 0;
-#pragma omp parallel for schedule(static) reduction(+ : wrong) if (recv_count > (1 << 16))
     for (int64_t j = 0; j < recv_count; ++j)
       if (!same(p[j], expected_typed<T>(op, r, rank, n, root, j, recv_count))) ++wrong;
     return wrong;

@@ -271,7 +271,11 @@ bool run_plot(const std::string& kind, const std::vector<std::string>& args) {
     for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
     return q + "'";
   };
-  std::string cmd = "python3 " + quote(script) + " " + quote(kind);
+  // Debian's python3-matplotlib lives where a pyenv/venv python3 on the PATH does not look.
+  std::string py = "python3";
+  if (const char* e = std::getenv("ZAYA_PYTHON"); e && *e) py = e;
+  else if (fs::exists("/usr/bin/python3")) py = "/usr/bin/python3";
+  std::string cmd = quote(py) + " " + quote(script) + " " + quote(kind);
   for (const auto& a : args) cmd += " " + quote(a);
   int rc = std::system(cmd.c_str());
   if (rc != 0) {

@@ -66,8 +66,8 @@ const CpuInfo& cpu_info();
 void flops_per_cycle(const std::string& vendor, int family, bool avx2, bool avx512f, bool avx512_bf16,
                      bool amx_bf16, int& fp32, int& bf16, std::string& note);
 
-// Runs scripts/plot_bench.py KIND ARGS... with python3 (path from ZAYA_PLOT_SCRIPT, else the
-// source tree). Returns false (with a warning) when python3/matplotlib or the script is missing.
+// Runs scripts/plot_bench.py KIND ARGS... (path from ZAYA_PLOT_SCRIPT, else the source tree)
+// with $ZAYA_PYTHON, else /usr/bin/python3 (Debian's, where python3-matplotlib is), else python3. Returns false (with a warning) when python3/matplotlib or the script is missing.
 bool run_plot(const std::string& kind, const std::vector<std::string>& args);
 
 }  // namespace zaya::bench
