@@ -76,15 +76,16 @@ std::string hex64(uint64_t v) {
 // ---------------------------------------------------------------------------------------
 // Writing
 
-CheckpointWriter::CheckpointWriter(std::string root, int64_t step) : root_(std::move(root)), step_(step) {
+CheckpointWriter::CheckpointWriter(std::string root, int64_t step, std::string tag)
+    : root_(std::move(root)), step_(step) {
   const std::string name = checkpoint_step_name(step);
-  tmp_ = (fs::path(root_) / (".tmp-" + name + "-" + std::to_string(::getpid()))).string();
+  if (tag.empty()) tag = std::to_string(::getpid());
+  tmp_ = (fs::path(root_) / (".tmp-" + name + "-" + tag)).string();
   final_ = (fs::path(root_) / name).string();
   std::error_code ec;
   fs::create_directories(root_, ec);
   if (ec) fail("checkpoint ", root_, ": cannot create directory (", ec.message(), ")");
-  fs::remove_all(tmp_, ec);
-  fs::create_directory(tmp_, ec);
+  fs::create_directories(tmp_, ec);  // every rank of one save shares it: never cleared here
   if (ec) fail("checkpoint ", tmp_, ": cannot create directory (", ec.message(), ")");
 }
 

@@ -41,10 +41,11 @@ uint64_t xxh3_of(const void* data, size_t n);
 std::string hex64(uint64_t v);
 
 // Collects the slices of one rank's files, then writes them into the temporary directory.
-// Data pointers must stay valid until write_files() returns.
+// Data pointers must stay valid until write_files() returns. Every rank of one save passes
+// the same `tag` (default: this process id) so they share one temporary directory.
 class CheckpointWriter {
  public:
-  CheckpointWriter(std::string root, int64_t step);
+  CheckpointWriter(std::string root, int64_t step, std::string tag = "");
   const std::string& temp_dir() const { return tmp_; }
   const std::string& final_dir() const { return final_; }
 

@@ -45,30 +45,32 @@ void RouterBalancer::add_counts(const std::vector<std::vector<int64_t>>& per_lay
   }
 }
 
+// Load statistics are over the routed experts (fractions of the tokens that did not skip),
+// whatever the balanced set; the skip rate is reported on its own.
 void RouterBalancer::compute_loads() {
-  const int balanced = (has_skip_ && !s_.include_skip) ? classes_ - 1 : classes_;
+  const int experts = has_skip_ ? classes_ - 1 : classes_;
   for (int l = 0; l < layers_; ++l) {
     const int64_t* c = counts_.data() + size_t(l) * classes_;
-    int64_t all = 0, over = 0;
+    int64_t all = 0, routed = 0;
     for (int e = 0; e < classes_; ++e) all += c[e];
-    for (int e = 0; e < balanced; ++e) over += c[e];
+    for (int e = 0; e < experts; ++e) routed += c[e];
     LayerLoad& ld = loads_[size_t(l)];
     ld = {};
     if (all == 0) continue;
     ld.skip_rate = has_skip_ ? double(c[classes_ - 1]) / double(all) : 0.0;
-    if (over == 0) continue;
+    if (routed == 0) continue;
     ld.max_frac = 0;
     ld.min_frac = 1;
     double h = 0;
-    for (int e = 0; e < balanced; ++e) {
-      const double f = double(c[e]) / double(over);
+    for (int e = 0; e < experts; ++e) {
+      const double f = double(c[e]) / double(routed);
       ld.max_frac = std::max(ld.max_frac, f);
       ld.min_frac = std::min(ld.min_frac, f);
       if (f > 0) h -= f * std::log(f);
     }
-    ld.max_rel = ld.max_frac * balanced;
-    ld.min_rel = ld.min_frac * balanced;
-    ld.entropy = balanced > 1 ? h / std::log(double(balanced)) : 1.0;
+    ld.max_rel = ld.max_frac * experts;
+    ld.min_rel = ld.min_frac * experts;
+    ld.entropy = experts > 1 ? h / std::log(double(experts)) : 1.0;
   }
 }
 

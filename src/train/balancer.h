@@ -37,10 +37,12 @@ struct BalancerSettings {
   bool include_skip = true;
 };
 
+// One MoE sub-layer's load over its E routed experts (fractions of the tokens that did not
+// skip), and its skip rate.
 struct LayerLoad {
-  double max_frac = 0, min_frac = 0;  // over the balanced classes
-  double max_rel = 0, min_rel = 0;    // the same times E' (1 = uniform)
-  double entropy = 0;                 // of f over the balanced classes / log E' (1 = uniform)
+  double max_frac = 0, min_frac = 0;  // largest / smallest expert share
+  double max_rel = 0, min_rel = 0;    // the same times E (1 = uniform)
+  double entropy = 0;                 // of the expert shares / log E (1 = uniform)
   double skip_rate = 0;               // share of all tokens that took the skip class
 };
 
