@@ -83,10 +83,12 @@ log "gemm: peak search"
   --peak-json "$OUT/peak.json"
 { head -1 "$OUT/gemm_sweep.csv"; for f in gemm_sweep gemm_presets gemm_peak; do tail -n +2 "$OUT/$f.csv"; done; } > "$OUT/gemm.csv"
 read -r BM BN BK < <("$PY" -c "import json; b=json.load(open('$OUT/gemm_peak.json'))['best']['fp32']; print(b['M'], b['N'], b['K'])")
-log "gemm cross-check: zaya vs cblas_sgemm direct at ${BM}x${BN}x${BK}, interleaved, $ROUNDS rounds each"
+# The reference runs the OpenBLAS kernel zaya ran with (zaya may re-exec itself with OPENBLAS_CORETYPE).
+CORE=$("$PY" -c "import json, re; print(re.search(r'core=(\S+)', json.load(open('$OUT/gemm_peak.json'))['runtime']).group(1))")
+log "gemm cross-check: zaya vs cblas_sgemm direct (OpenBLAS core $CORE) at ${BM}x${BN}x${BK}, interleaved, $ROUNDS rounds each"
 for r in $(seq "$ROUNDS"); do
   "$ZAYA" bench gemm -m "$BM" -n "$BN" -k "$BK" --dtype fp32 --min-time 0.5 --csv "$X/gemm_zaya.$r.csv" > /dev/null
-  "$BUILD/bench_sgemm_ref" "$BM" "$BN" "$BK" nt 2 0.5 | tee "$X/sgemm_ref.$r.txt"
+  OPENBLAS_CORETYPE=$CORE "$BUILD/bench_sgemm_ref" "$BM" "$BN" "$BK" nt 2 0.5 | tee "$X/sgemm_ref.$r.txt"
 done
 log "OPENBLAS_CORETYPE: environment default vs Haswell (AVX2) vs SkylakeX/Cooperlake (AVX-512) vs autodetect"
 {

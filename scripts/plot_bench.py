@@ -295,21 +295,22 @@ def summary(d):
     if ztri > 0 and rtri > 0:
         w(f"| STREAM triad, {mem.get('threads')} threads, {human(nel)}/array | {ztri:.0f} MB/s | {rtri:.0f} MB/s "
           f"(bench_stream_ref, classic STREAM loops) | {ztri / rtri:.3f} | {verdict(ztri / rtri, 0.15)} (15%) |")
-    zgs, rgs, shape = [], [], None
+    zgs, rgs, shape, core = [], [], None, "?"
     for f in files:
         if f.startswith("gemm_zaya."):
             for r in read_csv(os.path.join(x, f)):
                 zgs.append(float(r["tflops"]))
                 shape = f"{r['M']}x{r['N']}x{r['K']}"
         if f.startswith("sgemm_ref."):
-            m = re.search(r"tflops=([0-9.]+)", read_text(os.path.join(x, f)))
+            m = re.search(r"tflops=([0-9.]+) core=(\S+)", read_text(os.path.join(x, f)))
             if m:
                 rgs.append(float(m.group(1)))
+                core = m.group(2)
     zg, rg = median(zgs), median(rgs)
     b = (gpeak.get("best") or {}).get("fp32")
     if zg > 0 and rg > 0:
         w(f"| fp32 GEMM at the peak shape {shape} | {zg:.4f} TFLOP/s | {rg:.4f} TFLOP/s (bench_sgemm_ref, cblas_sgemm "
-          f"direct) | {zg / rg:.3f} | {verdict(zg / rg, 0.10)} (10%) |")
+          f"direct, OpenBLAS core {core}) | {zg / rg:.3f} | {verdict(zg / rg, 0.10)} (10%) |")
         if b:
             w(f"| max achievable fp32 of the peak search (one run, the best of its shapes) | {b['tflops']:.4f} TFLOP/s | "
               f"{rg:.4f} TFLOP/s | {b['tflops'] / rg:.3f} | {verdict(b['tflops'] / rg, 0.10)} (10%) |")

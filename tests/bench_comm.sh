@@ -59,6 +59,11 @@ PY
 # 3. Bad flags: one-line errors.
 if "$ZAYA" bench comm -d float99 > "$T/bad.txt" 2>&1; then fail "bad dtype accepted"; fi
 grep -q "zaya: error: unknown dtype 'float99'" "$T/bad.txt" || { cat "$T/bad.txt"; fail "bad dtype message"; }
+# An output file rank 0 cannot open must fail every rank, not leave the others waiting in a collective.
+if timeout 120 "${MPIRUN[@]}" "$ZAYA" bench comm -b 1K -e 1K -n 1 -w 0 --csv /proc/nonexistent/x.csv > "$T/nocsv.txt" 2>&1; then
+  fail "unwritable --csv accepted"
+fi
+grep -q "could not open --csv" "$T/nocsv.txt" || { cat "$T/nocsv.txt"; fail "unwritable --csv: no error on the other ranks (hang?)"; }
 
 # 4. comm-sweep at 1 and 2 ranks, merged CSV (plots only when matplotlib is there).
 PLOTS=none

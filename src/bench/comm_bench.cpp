@@ -357,7 +357,18 @@ CommResult run_comm(const CommOptions& o, std::FILE* out) {
   size_t max_bytes = size_t(o.max_bytes) + 64;
   Buffer send(max_bytes), recv(max_bytes);
   OpCache ops_made;
-  CsvWriter csv = lead ? CsvWriter(o.csv, kCommCsvHeader) : CsvWriter();
+  CsvWriter csv;
+  std::string open_error;  // rank 0 opens the CSV; every rank must learn if it failed, or they would hang
+  if (lead) {
+    try {
+      csv = CsvWriter(o.csv, kCommCsvHeader);
+    } catch (const Error& e) {
+      open_error = e.what();
+    }
+  }
+  int open_ok = open_error.empty();
+  MPI_Bcast(&open_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!open_ok) fail(lead ? open_error : std::string("rank 0 could not open --csv '") + o.csv + "'");
 
   for (CommOp op : o.ops) {
     for (DType dt : o.dtypes) {
