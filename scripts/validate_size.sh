@@ -4,14 +4,16 @@
 #
 #   scripts/validate_size.sh [BUILD_DIR] [OUT_DIR]
 #
-# 1. Measures a profile of this machine into OUT_DIR/bench: STREAM (zaya bench mem) and the
-#    exact GEMM shapes each config's training step runs (zaya size --gemm-shapes, then
-#    zaya bench gemm per shape).
+# 1. Measures a profile of this machine into OUT_DIR/bench: STREAM (zaya bench mem), exp / erf
+#    rates (zaya size --measure-elementwise) and the exact GEMM shapes each config's training
+#    step runs (zaya size --gemm-shapes, then zaya bench gemm per shape).
 # 2. Predicts each config's step time from that profile (zaya size --profile-from ... --json).
 # 3. Measures it (zaya train-bench --config X --batch B --seq T --steps N --json).
 # 4. Prints predicted / measured per config and writes OUT_DIR/validate.json; exits 1 when a
 #    ratio is outside [0.75, 1.25] (the "within 25%" acceptance), 2 when train-bench is absent.
-# Environment: STEPS (train-bench steps, default 6), DTYPE (fp32), OMP_NUM_THREADS (all cores).
+# Environment: STEPS (train-bench steps, default 6), DTYPE (fp32), GEMM_TIME (seconds of timed
+# calls per GEMM shape, 0.1), OMP_NUM_THREADS (all cores). Run it on a quiet machine: the profile
+# and the training steps are measured minutes apart, so other load skews the ratios.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -19,6 +21,7 @@ OUT=${2:-$BUILD/size-validate}
 ZAYA=$BUILD/zaya
 STEPS=${STEPS:-6}
 DTYPE=${DTYPE:-fp32}
+GEMM_TIME=${GEMM_TIME:-0.1}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -27,10 +30,11 @@ CASES=("a:4:128" "b:8:64" "c:2:256")
 
 [ -x "$ZAYA" ] || { echo "validate_size: $ZAYA not found (build first)" >&2; exit 1; }
 mkdir -p "$OUT/bench"
-rm -f "$OUT/bench/"*.csv "$OUT/bench/peak.json"
+rm -f "$OUT/bench/"*.csv "$OUT/bench/peak.json" "$OUT/bench/elementwise.json"
 
 echo "[1/3] measuring this machine into $OUT/bench (STREAM + the configs' GEMM shapes, $DTYPE)"
 "$ZAYA" bench mem --csv "$OUT/bench/mem.csv" --peak-json "$OUT/bench/peak.json" > "$OUT/mem.log"
+"$ZAYA" size --measure-elementwise "$OUT/bench"
 shapes="$OUT/shapes.txt"
 : > "$shapes"
 for c in "${CASES[@]}"; do
@@ -38,12 +42,12 @@ for c in "${CASES[@]}"; do
   "$ZAYA" size --config "$ROOT/configs/size-check-$name.toml" --gemm-shapes --micro-batch "$b" --seq "$s" \
     --dtype "$DTYPE" >> "$shapes"
 done
-sort -u -n "$shapes" -o "$shapes"
+sort -u "$shapes" -o "$shapes"
 gemm="$OUT/bench/gemm.csv"
 one="$OUT/one_gemm.csv"
 n=0
 while read -r M N K; do
-  "$ZAYA" bench gemm -m "$M" -n "$N" -k "$K" --dtype "$DTYPE" --warmup 2 --min-iters 3 --min-time 0.03 \
+  "$ZAYA" bench gemm -m "$M" -n "$N" -k "$K" --dtype "$DTYPE" --warmup 3 --min-iters 5 --min-time "$GEMM_TIME" \
     --no-verify --csv "$one" > /dev/null
   if [ ! -s "$gemm" ]; then cat "$one" > "$gemm"; else tail -n +2 "$one" >> "$gemm"; fi
   n=$((n + 1))
@@ -51,8 +55,8 @@ done < "$shapes"
 rm -f "$one"
 echo "      $n GEMM shapes measured"
 
-have_train_bench=1
-"$ZAYA" train-bench --help > /dev/null 2>&1 || have_train_bench=0
+have_train_bench=0
+"$ZAYA" --help 2>/dev/null | grep -q '^ *train-bench ' && have_train_bench=1
 
 echo "[2/3] predicting (zaya size --profile-from $OUT/bench --attention full --dtype $DTYPE)"
 echo "[3/3] measuring (zaya train-bench, $STEPS steps)"

@@ -269,3 +269,17 @@ TEST(SizeCalc, LayoutErrorsNameTheFlag) {
   r.attention = "fast";
   EXPECT_NE(err(r).find("--attention"), std::string::npos);
 }
+
+TEST(SizeCalc, ExpAndErfRatesBoundElementwiseOps) {
+  HardwareProfile hw = toy_profile();
+  Workload w = build_workload(tiny(), tiny_run());
+  const double base = predict_step(w, hw).memops_s;
+  // Only double exp limited, at 1e6/s: the loss's forward log-sum-exp (16 tokens x 96 logits
+  // = 1536 evaluations, 1.536 ms) replaces its 18432 B / 100 GB/s forward pass.
+  hw.elementwise.exp_f64_per_s = 1e6;
+  EXPECT_NEAR(predict_step(w, hw).memops_s - base, 1536 / 1e6 - 18432 / 100e9, 1e-12);
+  SpecialCounts c{10, 20, 30};
+  ElementwiseRates r{1, 2, 3, 1};
+  EXPECT_DOUBLE_EQ(special_seconds(c, r), 10 + 10 + 10);
+  EXPECT_DOUBLE_EQ(special_seconds(c, ElementwiseRates{}), 0);
+}

@@ -5,6 +5,7 @@
 //   zaya size --moe-widths --config MODEL --hw PROFILE [--plot F] MoE width trade-off table (+ PNG)
 //   zaya size --profile-from DIR [--network FILE] [--write-profile F]  a measured profile
 //   zaya size --config MODEL --gemm-shapes [layout flags]         GEMM shapes to measure for a profile
+//   zaya size --measure-elementwise DIR                            exp / erf rates of this machine
 // PROFILE is a TOML file (configs/hardware/*.toml); --profile-from DIR builds one from `zaya
 // bench` outputs instead, and --network FILE replaces the network part with nccl-tests /
 // rccl-tests output. Every mode takes --json.
@@ -19,6 +20,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "model/config.h"
+#include "size/elementwise.h"
 #include "size/hardware.h"
 #include "size/measured.h"
 #include "size/moe_widths.h"
@@ -30,7 +32,7 @@ namespace {
 namespace zs = zaya::size;
 
 struct SizeArgs {
-  std::string config, hw, profile_from, network, write_profile, plot;
+  std::string config, hw, profile_from, network, write_profile, plot, measure_elementwise;
   bool json = false, check = false, search = false, moe_widths = false, gemm_shapes = false;
   // Layout.
   int dp = 1, ep = 1, cp = 1, micro_batch = 1, seq = 0, grad_accum = 1;
@@ -102,6 +104,15 @@ void plot_moe_widths(const nlohmann::json& j, const std::string& png) {
 void run(const SizeArgs& a) {
   const int modes = int(a.check) + int(a.search) + int(a.moe_widths) + int(a.gemm_shapes);
   if (modes > 1) zaya::fail("--check, --search, --moe-widths and --gemm-shapes are separate modes; give one");
+  if (!a.measure_elementwise.empty()) {  // needs no profile or config
+    zs::ElementwiseRates r = zs::measure_elementwise_rates();
+    std::string path = (std::filesystem::path(a.measure_elementwise) / "elementwise.json").string();
+    zs::write_elementwise_json(r, path);
+    if (a.json) print_json(zs::elementwise_to_json(r));
+    else std::printf("exp(double) %.4g/s, exp(float) %.4g/s, erf(float) %.4g/s on %d threads; wrote %s\n",
+                     r.exp_f64_per_s, r.exp_f32_per_s, r.erf_f32_per_s, r.threads, path.c_str());
+    return;
+  }
   if (a.gemm_shapes) {  // needs no profile
     if (a.config.empty()) zaya::fail("--gemm-shapes needs --config MODEL.toml");
     zaya::ModelConfig cfg = zaya::load_model_config(a.config);
@@ -191,6 +202,8 @@ ZAYA_COMMAND("size", "Hardware-aware sizing: parameters, FLOPs, memory, KV cache
   app.add_flag("--search", a->search, "search shapes near --total / --active and print the Pareto front");
   app.add_flag("--moe-widths", a->moe_widths, "MoE width trade-off table at fixed expert parameters");
   app.add_flag("--gemm-shapes", a->gemm_shapes, "list the GEMM shapes (M N K) a training step of --config runs");
+  app.add_option("--measure-elementwise", a->measure_elementwise,
+                 "measure exp / erf rates on this machine into DIR/elementwise.json (for --profile-from DIR)");
   app.add_option("--dp", a->dp, "data-parallel ranks")->capture_default_str();
   app.add_option("--ep", a->ep, "expert-parallel ranks (inside dp*cp)")->capture_default_str();
   app.add_option("--cp", a->cp, "context-parallel ranks")->capture_default_str();

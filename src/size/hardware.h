@@ -10,6 +10,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "size/elementwise.h"
+
 namespace zaya::size {
 
 // One GEMM macro-tile the device's BLAS library picks from; `efficiency` is the fraction of
@@ -53,6 +55,7 @@ struct HardwareProfile {
   std::vector<GemmTile> tiles;
   int width_multiple = 64;                    // preferred granularity for hidden / FFN widths
   double kernel_overhead_us = 0;              // fixed cost per kernel launch / parallel region
+  ElementwiseRates elementwise;               // exp / erf rates (0: not a bottleneck)
   // Memory.
   double memory_GB = 0;  // device memory capacity (0: unknown)
   double memory_bandwidth_GBps = 0;

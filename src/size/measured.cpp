@@ -283,10 +283,10 @@ HardwareProfile profile_from_bench_dir(const std::string& dir) {
     }
   }
   // Peaks missing from peak.json: the best measured GEMM rate of that dtype.
-  for (auto& g : hw.gemm_table) {
-    double& p = hw.peak_tflops[g.dtype];
-    if (!fs::exists(peak_json) || p <= 0) p = std::max(p, g.tflops);
-  }
+  std::map<std::string, double> best_rate;
+  for (auto& g : hw.gemm_table) best_rate[g.dtype] = std::max(best_rate[g.dtype], g.tflops);
+  for (auto& [dt, tf] : best_rate)
+    if (hw.peak_tflops[dt] <= 0) hw.peak_tflops[dt] = tf;
   const std::string mem_csv = (fs::path(dir) / "mem.csv").string();
   int threads = 0;
   if (fs::exists(mem_csv)) {
@@ -316,6 +316,8 @@ HardwareProfile profile_from_bench_dir(const std::string& dir) {
   hw.tiles = {{64, 64, 64, 1.0}};
   hw.width_multiple = 64;
   hw.kernel_overhead_us = 2.0;  // an OpenMP parallel region: not measured by the bench
+  const std::string elementwise_json = (fs::path(dir) / "elementwise.json").string();
+  if (fs::exists(elementwise_json)) hw.elementwise = read_elementwise_json(elementwise_json);
   // Network: comm.csv and nccl-tests text files; without them, shared memory at half the
   // triad bandwidth (an assumption, said in network_source).
   hw.devices_per_node = 1 << 20;

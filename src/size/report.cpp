@@ -81,7 +81,9 @@ SizeReport size_report(const std::string& config_path, const ModelConfig& cfg, c
   RunLayout scaled = run;
   scaled.dp = r.devices / run.cp;
   if (scaled.world() % scaled.ep) scaled.ep = 1;
-  r.at_scale = scaled.dp == run.dp ? r.step : predict_step(build_workload(cfg, scaled), hw);
+  Workload ws = build_workload(cfg, scaled);
+  r.at_scale = scaled.dp == run.dp ? r.step : predict_step(ws, hw);
+  r.at_scale_memory = memory_per_rank(ws);
   r.days = r.at_scale.days(token_budget, r.devices);
   for (int b : decode_batches) r.decode.push_back(predict_decode(cfg, hw, b, context, run.skip_share));
   return r;
@@ -118,6 +120,7 @@ json report_to_json(const SizeReport& r) {
             {"zero1_comm_exposed_s", r.at_scale.zero_comm_exposed_s},
             {"tokens_per_s_per_device", r.at_scale.tokens_per_s_per_device},
             {"mfu", r.at_scale.mfu},
+            {"memory_per_rank", memory_to_json(r.at_scale_memory, r.hw.memory_GB)},
             {"days", r.days}}},
           {"decode", dec}};
 }
@@ -129,6 +132,10 @@ std::string profile_to_text(const HardwareProfile& hw) {
   o += fmt("  peak TFLOP/s         %s\n", peaks.c_str());
   o += fmt("  compute units        %d; GEMM efficiency %.2f; width multiple %d; kernel overhead %.1f us\n",
            hw.compute_units, hw.gemm_efficiency, hw.width_multiple, hw.kernel_overhead_us);
+  if (hw.elementwise.exp_f64_per_s > 0 || hw.elementwise.exp_f32_per_s > 0 || hw.elementwise.erf_f32_per_s > 0)
+    o += fmt("  exp / erf per second exp(double) %s, exp(float) %s, erf(float) %s\n",
+             si(hw.elementwise.exp_f64_per_s).c_str(), si(hw.elementwise.exp_f32_per_s).c_str(),
+             si(hw.elementwise.erf_f32_per_s).c_str());
   if (hw.measured_gemms()) o += fmt("  GEMM table           %zu measured rows (interpolated)\n", hw.gemm_table.size());
   else {
     std::string tiles;
@@ -213,7 +220,7 @@ std::string report_to_text(const SizeReport& r) {
   srow("GEMMs forward (per micro-batch)", p.gemm_forward_s);
   srow("GEMMs backward", p.gemm_backward_s);
   if (r.run.recompute) srow("GEMMs recompute", p.gemm_recompute_s);
-  srow("memory-bound ops (bytes / bandwidth)", p.memops_s);
+  srow("elementwise ops (bytes / bandwidth, exp/erf)", p.memops_s);
   srow("kernel overheads", p.kernel_overhead_s);
   if (r.run.ep > 1) srow("EP all-to-all", p.ep_comm_s);
   if (r.run.cp > 1) srow("CP K/V all-gather + reduce-scatter", p.cp_comm_s);
@@ -230,6 +237,8 @@ std::string report_to_text(const SizeReport& r) {
            r.devices, r.devices / r.run.cp, ms(r.at_scale.step_s).c_str(), ms(r.at_scale.zero_comm_s).c_str(),
            ms(r.at_scale.zero_comm_exposed_s).c_str(), with_commas(r.at_scale.tokens_per_s_per_device).c_str(),
            100 * r.at_scale.mfu);
+  o += fmt("  memory per rank %s%s\n", gb(r.at_scale_memory.total()).c_str(),
+           r.hw.memory_GB > 0 ? (r.at_scale_memory.total() <= r.hw.memory_GB * 1e9 ? " (fits)" : " (DOES NOT FIT)") : "");
   o += fmt("  days to train %s tokens: %.1f\n\n", si(r.token_budget).c_str(), r.days);
   o += fmt("Decode (bf16 weights and KV cache, context %d, roofline per sub-layer)\n", r.context);
   o += fmt("  %6s %12s %14s %14s %14s %12s\n", "batch", "ms/step", "tokens/s", "weights read", "KV read", "experts/layer");

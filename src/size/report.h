@@ -33,6 +33,7 @@ struct SizeReport {
   int devices = 0;            // K for the days figure
   double token_budget = 0;
   StepPrediction at_scale;    // the same layout with dp = K / cp
+  MemoryPerRank at_scale_memory;
   double days = 0;
   std::vector<DecodePrediction> decode;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,18 @@ long round_up(long v, long m) { return (v + m - 1) / m * m; }
 long pow2_factor(long v) { return v > 0 ? (v & -v) : 0; }
 
 namespace {
+
+std::string pct(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
+  return buf;
+}
+
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
 
 // Wave efficiency of the main GEMMs at a micro-batch of b sequences.
 struct MainGemm {
@@ -77,8 +90,8 @@ std::vector<RuleCheck> check_rules(const ModelConfig& cfg, const RunLayout& run,
   const double n_e_pad = std::ceil(n_e / tile_m) * tile_m;
   add(cat("tokens per expert fill the ", tile_m, "-row tile (tile quantisation of the expert GEMMs)"),
       n_e / n_e_pad >= 0.9,
-      cat("b*s/cp * topk * ep / E = ", n_e, " tokens per expert per micro-batch (", 100 * n_e / n_e_pad,
-          "% of padded rows useful)"),
+      cat("b*s/cp * topk * ep / E = ", num(n_e), " tokens per expert per micro-batch (", pct(n_e / n_e_pad),
+          " of padded rows useful)"),
       cat("raise tokens per expert to a multiple of ", tile_m, " (micro-batch ",
           long(std::ceil(run.micro_batch * n_e_pad / std::max(n_e, 1e-9))), "), or fewer experts / higher top-k"));
   add("(b*a)/t and a/t integral (t = tensor-parallel size)", true,
@@ -92,22 +105,25 @@ std::vector<RuleCheck> check_rules(const ModelConfig& cfg, const RunLayout& run,
     bool ok = wi.efficiency >= 0.85 || wi.waves >= 8;
     std::string fix;
     if (!ok) {
-      for (int b = run.micro_batch + 1; b <= 4 * run.micro_batch; ++b) {
+      for (int b = run.micro_batch + 1; b <= 8 * run.micro_batch && fix.empty(); ++b) {
         RunLayout r2 = run;
         r2.micro_batch = b;
-        for (auto& h : main_gemms(cfg, r2))
-          if (h.name == g.name && wave_quantisation(hw, h.shape).efficiency >= 0.85) {
-            fix = cat("micro-batch ", b, " gives ", 100 * wave_quantisation(hw, h.shape).efficiency, "% full waves");
+        for (auto& h : main_gemms(cfg, r2)) {
+          WaveInfo w2 = wave_quantisation(hw, h.shape);
+          if (h.name == g.name && (w2.efficiency >= 0.85 || w2.waves >= 8)) {
+            fix = cat("micro-batch ", b, " gives ", num(w2.waves), " waves, ", pct(w2.efficiency), " of the slots used");
             break;
           }
-        if (!fix.empty()) break;
+        }
       }
-      if (fix.empty()) fix = "no micro-batch up to 4x fills the last wave; change the GEMM's width";
+      if (fix.empty()) fix = "no micro-batch up to 8x fills the last wave; change the GEMM's width";
+      fix += cat(" (", hw.compute_units, " units = ", pow2_factor(hw.compute_units), " x ",
+                 hw.compute_units / pow2_factor(hw.compute_units), ": power-of-two tile counts leave a part-filled wave)");
     }
     add(cat("wave quantisation of ", g.name, " on ", hw.compute_units, " compute units"), ok,
         cat("[", g.shape.M, " x ", g.shape.K, "] x [", g.shape.K, " x ", g.shape.N, "]", g.shape.batch > 1 ? cat(" x", g.shape.batch) : "",
-            ", tile ", wi.tile.m, "x", wi.tile.n, ": ", wi.tiles, " tiles in ", wi.waves, " waves, ", 100 * wi.efficiency,
-            "% of the last-wave slots used overall"),
+            ", tile ", wi.tile.m, "x", wi.tile.n, ": ", num(wi.tiles), " tiles in ", num(wi.waves), " waves, ",
+            pct(wi.efficiency), " of the wave slots used"),
         fix);
   }
   // Micro-batch as large as fits.
@@ -119,12 +135,12 @@ std::vector<RuleCheck> check_rules(const ModelConfig& cfg, const RunLayout& run,
     MemoryPerRank m2 = memory_per_rank(build_workload(cfg, r2));
     const double cap = hw.memory_GB * 1e9;
     if (m.total() > cap)
-      add("micro-batch fits in device memory", false, cat("needs ", m.total() / 1e9, " GB of ", hw.memory_GB, " GB"),
+      add("micro-batch fits in device memory", false, cat("needs ", num(m.total() / 1e9), " GB of ", hw.memory_GB, " GB"),
           "lower the micro-batch, enable --recompute, or raise --ep / --dp (ZeRO-1 shards optimizer state)");
     else
       add("micro-batch as large as fits", m2.total() > cap,
-          cat("micro-batch ", run.micro_batch, " needs ", m.total() / 1e9, " GB; ", r2.micro_batch, " would need ",
-              m2.total() / 1e9, " GB of ", hw.memory_GB, " GB"),
+          cat("micro-batch ", run.micro_batch, " needs ", num(m.total() / 1e9), " GB; ", r2.micro_batch, " would need ",
+              num(m2.total() / 1e9), " GB of ", hw.memory_GB, " GB"),
           cat("raise --micro-batch to ", r2.micro_batch, " or more"));
   }
   return out;

@@ -86,14 +86,17 @@ StepPrediction predict_step(const Workload& w, const HardwareProfile& hw) {
     p.gemms.push_back(row);
   }
   if (run.recompute) p.gemm_recompute_s = p.gemm_forward_s;
-  // Memory-bound work: forward bytes, backward 2x, recompute 1x more.
+  // Elementwise work: forward bytes, backward 2x, recompute 1x more; each pass of each op
+  // takes the longer of its memory traffic and its exp / erf evaluations.
   const double passes = 3.0 + (run.recompute ? 1.0 : 0.0);
-  double fwd_bytes = 0, fwd_kernels = 0;
+  const double bw = hw.achievable_bandwidth();
+  double fwd_kernels = 0;
   for (const MemOp& m : w.memops) {
-    fwd_bytes += m.total();
+    const double fwd = std::max(m.bytes / bw, special_seconds(m.special_fwd, hw.elementwise));
+    const double bwd = std::max(2 * m.bytes / bw, special_seconds(m.special_bwd, hw.elementwise));
+    p.memops_s += m.layers * (fwd * (run.recompute ? 2 : 1) + bwd);
     fwd_kernels += m.kernels * m.layers;
   }
-  p.memops_s = passes * fwd_bytes / hw.achievable_bandwidth();
   p.kernel_overhead_s = passes * fwd_kernels * hw.kernel_overhead_us * 1e-6;
   // EP all-to-all (dispatch + combine per MoE sub-layer; forward, backward x2, recompute)
   // and CP all-gather of K/V (backward: reduce-scatter of their gradients).
@@ -222,7 +225,7 @@ json step_to_json(const StepPrediction& p) {
            {{"gemm_forward_s", p.gemm_forward_s},
             {"gemm_backward_s", p.gemm_backward_s},
             {"gemm_recompute_s", p.gemm_recompute_s},
-            {"memory_bound_s", p.memops_s},
+            {"elementwise_s", p.memops_s},
             {"kernel_overhead_s", p.kernel_overhead_s},
             {"ep_all_to_all_s", p.ep_comm_s},
             {"cp_kv_comm_s", p.cp_comm_s},

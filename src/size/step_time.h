@@ -40,7 +40,7 @@ struct StepPrediction {
   std::vector<GemmStepRow> gemms;
   // Per micro-batch.
   double gemm_forward_s = 0, gemm_backward_s = 0, gemm_recompute_s = 0;
-  double memops_s = 0;           // forward + backward (+ recompute) bandwidth-bound work
+  double memops_s = 0;           // forward + backward (+ recompute) elementwise work
   double kernel_overhead_s = 0;  // memory-bound kernels' launch cost (GEMM overheads are in GEMM times)
   double ep_comm_s = 0, cp_comm_s = 0;
   double micro_batch_s = 0;

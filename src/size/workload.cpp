@@ -91,28 +91,35 @@ Workload build_workload(const ModelConfig& cfg, const RunLayout& run) {
 
   // Memory-bound forward work (bytes read + written), activation dtype `a`, residual `r`.
   const double a = run.act_bytes(), r = cfg.residual_in_fp32 ? 4.0 : a;
-  auto mem = [&](const char* name, double bytes, double layers, double kernels) {
-    w.memops.push_back({name, bytes, layers, kernels});
-  };
+  auto mem = [&](const char* name, double bytes, double layers, double kernels, SpecialCounts fwd = {},
+                 SpecialCounts bwd = {}) { w.memops.push_back({name, bytes, layers, kernels, fwd, bwd}); };
   const double merge = N * (D * a + 2 * D * r + D * r);  // read h, res; write res
   const double norm = N * (D * r + D * a);
   mem("residual_merge+norm", merge + norm, 2 * L, 2);
   mem("attn.conv_qk.0 (depthwise)", N * 2 * C * a, L, 1);
   mem("attn.qk_mean+l2norm+rope", N * (3 * C + Hk * hd) * a, L, 3);
   mem("attn.value_shift", N * 2 * Hk * hd * a, L, 1);
+  // Softmax: one exp per visible score (the causal half), again in backward (recomputed
+  // probabilities) unless the kernel stored them.
+  const SpecialCounts exps{0, b * Hq * sq * s * 0.5, 0};
+  const SpecialCounts exps_bwd = run.recomputes_scores() ? exps : SpecialCounts{};
   if (!run.score_traffic()) {
-    mem("attn.softmax (fused)", N * Hq * 4.0 * 2, L, 0);
+    mem("attn.softmax (fused)", N * Hq * 4.0 * 2, L, 0, exps, exps_bwd);
   } else {
     // Softmax reads the scores and writes the probabilities (fp32; the GEMMs' own reads
     // and writes of them are in their rooflines).
     double scores = b * Hq * sq * s * (run.causal_skip() ? 0.5 : 1.0) * 4.0;
-    mem("attn.softmax (scores in memory)", 2 * scores, L, 1);
+    mem("attn.softmax (scores in memory)", 2 * scores, L, 1, exps, exps_bwd);
   }
-  mem("router.norm+gelu+softmax+topk", N * (6 * R * a + 3 * NC * 4.0), L, 5);
+  // Router: two exact GELUs (erf; backward erf + exp) and the class softmax (exp).
+  mem("router.norm+gelu+softmax+topk", N * (6 * R * a + 3 * NC * 4.0), L, 5, {0, N * NC, 2 * N * R},
+      {0, 2 * N * R, 2 * N * R});
   mem("moe.dispatch+combine", routed * 4 * D * a + N * 2 * D * a, L, 3);
-  mem("experts.swiglu", routed * (F + F / 2) * a, L, 1);
+  // SwiGLU: a sigmoid (exp) per gate element, again in backward.
+  mem("experts.swiglu", routed * (F + F / 2) * a, L, 1, {0, routed * F / 2, 0}, {0, routed * F / 2, 0});
   mem("embedding+final_merge+norm", N * D * a + merge + norm, 1, 3);
-  mem("loss (softmax over vocab)", N * V * 4.0 * 3, 1, 2);
+  // Cross-entropy: log-sum-exp per logit (double exp) and the softmax gradient (float exp).
+  mem("loss (softmax over vocab)", N * V * 4.0 * 3, 1, 2, {N * V, 0, 0}, {0, N * V, 0});
   return w;
 }
 
@@ -142,7 +149,15 @@ json workload_to_json(const Workload& w) {
                  {"useful", x.useful}, {"layers", x.layers}, {"flops", x.flops()}});
   json m = json::array();
   for (auto& x : w.memops)
-    m.push_back({{"name", x.name}, {"bytes", x.bytes}, {"layers", x.layers}, {"kernels", x.kernels}});
+    m.push_back({{"name", x.name},
+                 {"bytes", x.bytes},
+                 {"layers", x.layers},
+                 {"kernels", x.kernels},
+                 {"exp_f64_forward", x.special_fwd.exp_f64},
+                 {"exp_f32_forward", x.special_fwd.exp_f32},
+                 {"erf_f32_forward", x.special_fwd.erf_f32},
+                 {"exp_f32_backward", x.special_bwd.exp_f32},
+                 {"erf_f32_backward", x.special_bwd.erf_f32}});
   const RunLayout& r = w.run;
   return {{"layout",
            {{"dp", r.dp}, {"ep", r.ep}, {"cp", r.cp}, {"micro_batch", r.micro_batch}, {"seq", r.seq},

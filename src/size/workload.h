@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/config.h"
+#include "size/elementwise.h"
 
 namespace zaya::size {
 
@@ -56,13 +57,15 @@ struct GemmOp {
   double flops() const { return 2.0 * M * N * K * batch * useful * layers; }  // per micro-batch
 };
 
-// Elementwise / normalisation / routing work, bandwidth-bound: bytes moved per micro-batch
-// in the forward pass (backward moves about twice as much).
+// Elementwise / normalisation / routing work: bytes moved per micro-batch in the forward
+// pass (backward moves about twice as much), and the exp / erf evaluations of the forward
+// and backward passes (what bounds these loops on a CPU; see elementwise.h).
 struct MemOp {
   std::string name;
   double bytes = 0;     // per sub-layer instance
   double layers = 1;
   double kernels = 1;   // kernel launches per instance (forward)
+  SpecialCounts special_fwd, special_bwd;  // per sub-layer instance
   double total() const { return bytes * layers; }
 };
 

@@ -1,0 +1,38 @@
+// Transcendental throughput: on a CPU the softmax, loss, GELU and SiLU loops are bound by
+// exp / erf evaluations rather than by memory bandwidth, so a CPU profile carries measured
+// rates (evaluations per second on all cores) and the step-time model charges each
+// elementwise op max(bytes / bandwidth, evaluations / rate). A rate of 0 means "not a
+// bottleneck" (GPU profiles: the special-function units outrun HBM).
+//
+// `zaya size --measure-elementwise DIR` times the same loop shapes the kernels use
+// (std::exp on double as in the cross-entropy, std::exp and std::erf on float) with
+// OpenMP over all threads and writes DIR/elementwise.json, which --profile-from DIR reads.
+#pragma once
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace zaya::size {
+
+struct ElementwiseRates {
+  double exp_f64_per_s = 0;  // std::exp(double)
+  double exp_f32_per_s = 0;  // std::exp(float)
+  double erf_f32_per_s = 0;  // std::erf(float)
+  int threads = 0;
+};
+
+// Counts of evaluations of each kind (one pass of one op).
+struct SpecialCounts {
+  double exp_f64 = 0, exp_f32 = 0, erf_f32 = 0;
+  bool any() const { return exp_f64 > 0 || exp_f32 > 0 || erf_f32 > 0; }
+};
+
+// Seconds for `c` evaluations at `r` (rates of 0 cost nothing).
+double special_seconds(const SpecialCounts& c, const ElementwiseRates& r);
+
+ElementwiseRates measure_elementwise_rates(double seconds_per_kind = 0.2);
+void write_elementwise_json(const ElementwiseRates& r, const std::string& path);
+ElementwiseRates read_elementwise_json(const std::string& path);  // fails naming the file and field
+nlohmann::json elementwise_to_json(const ElementwiseRates& r);
+
+}  // namespace zaya::size
