@@ -341,3 +341,22 @@ TEST(Balancer, AuxLossMethodTurnsOnTheSwitchLoss) {
   EXPECT_GT(r.aux_loss, 0.0);
   EXPECT_EQ(t.model().buffers, before);  // no bias update with the aux loss
 }
+
+TEST(RunConfig, ShippedRecipesParse) {
+  RunConfig base = load_run_config(ZAYA_SOURCE_DIR "/configs/recipes/zaya1-base.toml");
+  ASSERT_EQ(base.phases.size(), 3u);
+  EXPECT_EQ(base.phases[0].seq_len, 4096);
+  EXPECT_DOUBLE_EQ(base.phases[1].rope_theta, 1e4);
+  EXPECT_EQ(base.phases[2].seq_len, 32768);
+  EXPECT_DOUBLE_EQ(base.phases[2].rope_theta, 1e6);
+  EXPECT_EQ(base.model.max_position_embeddings, 32768);  // [model] override over configs/zaya1-base.toml
+  EXPECT_EQ(base.model.hidden_size, 2048);
+  EXPECT_NE(base.phases[0].weights, base.phases[1].weights);  // the mixture changes
+  TrainPlan p = base.plan();
+  EXPECT_GE(p.total_tokens(), 13'200'000'000'000ull);
+  EXPECT_EQ(p.at(0).global_batch, 256);  // the batch ramp starts at a quarter
+  EXPECT_EQ(p.at(p.phase_first_step(2)).seq_len, 32768);
+  RunConfig demo = load_run_config(ZAYA_SOURCE_DIR "/configs/recipes/demo.toml");
+  EXPECT_EQ(demo.phases.size(), 2u);
+  EXPECT_EQ(demo.optimizer.kind, OptimizerKind::Muon);
+}

@@ -130,35 +130,16 @@ ModelConfig read_model(const toml::table* t, const std::string& file, std::strin
 }
 
 RunSource read_source(const toml::table* t, const std::string& file, size_t i) {
-  std::string where = cat("data.sources[", i, "]");
-  Fields f(t, file, where);
+  Fields f(t, file, cat("data.sources[", i, "]"));
   RunSource s;
-  std::string dir;
   f.str("name", s.name);
-  f.str("dir", dir);
+  f.str("dir", s.dir);
   f.strings("train", s.train);
   f.strings("val", s.val);
   f.finish();
   if (s.name.empty()) f.bad("name", "must be given (a non-empty string)");
-  if (!dir.empty()) {
-    if (!s.train.empty() || !s.val.empty()) f.bad("dir", "excludes train/val lists");
-    fs::path meta = fs::path(dir) / "meta.json";
-    std::ifstream in(meta);
-    if (!in) f.bad("dir", cat("names ", dir, " but ", meta.string(), " is missing (run zaya prepare)"));
-    json j;
-    try {
-      j = json::parse(in);
-    } catch (const std::exception& e) {
-      fail("data source ", s.name, ": ", meta.string(), " is not valid JSON");
-    }
-    for (const char* split : {"train", "val"}) {
-      auto& out = std::string(split) == "train" ? s.train : s.val;
-      if (!j.contains(split) || !j[split].contains("shards") || !j[split]["shards"].is_array())
-        fail("data source ", s.name, ": ", meta.string(), " has no ", split, ".shards list");
-      for (const auto& sh : j[split]["shards"]) out.push_back((fs::path(dir) / sh.get<std::string>()).string());
-    }
-  }
-  if (s.train.empty()) f.bad("train", "must list at least one shard (or give dir)");
+  if (!s.dir.empty() && (!s.train.empty() || !s.val.empty())) f.bad("dir", "excludes train/val lists");
+  if (s.dir.empty() && s.train.empty()) f.bad("train", "must list at least one shard (or give dir)");
   return s;
 }
 
@@ -319,9 +300,30 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   top.finish();
   if (c.tokenizer.empty()) {
     // Default: the tokenizer `zaya prepare` wrote next to the first source's shards.
-    c.tokenizer = (fs::path(c.sources[0].train[0]).parent_path() / "tokenizer.model").string();
+    const RunSource& s0 = c.sources[0];
+    c.tokenizer = (s0.dir.empty() ? fs::path(s0.train[0]).parent_path() : fs::path(s0.dir)) / "tokenizer.model";
   }
   return c;
+}
+
+void RunConfig::resolve_data() {
+  for (RunSource& s : sources) {
+    if (s.dir.empty() || !s.train.empty()) continue;
+    const fs::path meta = fs::path(s.dir) / "meta.json";
+    std::ifstream in(meta);
+    if (!in)
+      fail("run config ", path, ": data source ", s.name, ": ", meta.string(), " is missing (run zaya prepare into ",
+           s.dir, ")");
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded()) fail("data source ", s.name, ": ", meta.string(), " is not valid JSON");
+    for (const char* split : {"train", "val"}) {
+      auto& out = std::string(split) == "train" ? s.train : s.val;
+      if (!j.contains(split) || !j[split].contains("shards") || !j[split]["shards"].is_array())
+        fail("data source ", s.name, ": ", meta.string(), " has no ", split, ".shards list");
+      for (const auto& sh : j[split]["shards"]) out.push_back((fs::path(s.dir) / sh.get<std::string>()).string());
+    }
+    if (s.train.empty()) fail("data source ", s.name, ": ", meta.string(), " lists no train shards");
+  }
 }
 
 RunConfig load_run_config(const std::string& path) {

@@ -39,6 +39,7 @@ namespace zaya {
 
 struct RunSource {
   std::string name;
+  std::string dir;                      // a `zaya prepare` output (read by resolve_data())
   std::vector<std::string> train, val;  // shard paths
 };
 
@@ -84,6 +85,9 @@ struct RunConfig {
   std::string ckpt_dir;
   int64_t log_interval = 1;
 
+  // Fills the train/val shard lists of sources given by `dir` from its meta.json (the
+  // Trainer calls it; parsing alone never touches the data, so recipes parse anywhere).
+  void resolve_data();
   std::vector<DataSource> train_sources() const;
   TrainPlan plan(int dp_world = 1) const;  // batch multiple = micro_batch * dp_world
 };

@@ -52,6 +52,7 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
     ZAYA_CHECK(bf16_gemm_supported(), "run config ", cfg_.path,
                ": run.precision = \"bf16\" needs AVX512-BF16 or AMX, which this CPU lacks (use \"fp32\")");
   gemm_settings().precision = cfg_.bf16 ? GemmPrecision::BF16 : GemmPrecision::FP32;
+  cfg_.resolve_data();
 
   loader_ = std::make_unique<DataLoader>(cfg_.train_sources(), cfg_.seed);
   ZAYA_CHECK(int(loader_->vocab_size()) <= cfg_.model.vocab_size, "run config ", cfg_.path, ": the data's vocabulary (",
