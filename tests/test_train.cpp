@@ -343,6 +343,12 @@ TEST(Balancer, AuxLossMethodTurnsOnTheSwitchLoss) {
 }
 
 TEST(RunConfig, ShippedRecipesParse) {
+  // Recipes name paths relative to the repository root (where `make` runs).
+  struct Cwd {
+    fs::path old = fs::current_path();
+    Cwd() { fs::current_path(ZAYA_SOURCE_DIR); }
+    ~Cwd() { fs::current_path(old); }
+  } cwd;
   RunConfig base = load_run_config(ZAYA_SOURCE_DIR "/configs/recipes/zaya1-base.toml");
   ASSERT_EQ(base.phases.size(), 3u);
   EXPECT_EQ(base.phases[0].seq_len, 4096);
