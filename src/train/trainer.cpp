@@ -287,7 +287,7 @@ void Trainer::trim_metrics_after(int64_t step) {
   while (std::getline(in, line)) {
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.contains("step") || j["step"].get<int64_t>() > step) continue;
-    if (j["step"].get<int64_t>() == step && j.value("type", "") == "eval") continue;  // evaluated again
+    if (step == 0 && j.value("type", "") == "eval") continue;  // run() evaluates step 0 again
     kept += line + "\n";
   }
   in.close();
