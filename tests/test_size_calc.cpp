@@ -201,8 +201,9 @@ TEST(SizeCalc, StepTimeComponentsOfTinyByHand) {
   // embedding + final merge/norm 14336, loss 18432 = 235328 B; forward + 2x backward.
   EXPECT_NEAR(p.memops_s, 3 * 235328 / 100e9, 1e-15);
   EXPECT_EQ(p.kernel_overhead_s, 0);
-  // Optimizer (fp32 AdamW, one rank): 47414 params x (2*4 + 2*8 + 4) B / 100 GB/s.
-  EXPECT_NEAR(p.optimizer_s, 47414 * 28 / 100e9, 1e-15);
+  // Optimizer (fp32 AdamW, one rank): 47414 params x (2*4 + 2*8 + 4) B / 100 GB/s, plus
+  // zeroing the 47414 fp32 gradients.
+  EXPECT_NEAR(p.optimizer_s, 47414 * (28 + 4) / 100e9, 1e-15);
   EXPECT_EQ(p.zero_comm_s, 0);  // one rank
   // The step adds up.
   EXPECT_NEAR(p.micro_batch_s, p.gemm_forward_s + p.gemm_backward_s + p.memops_s, 1e-15);
@@ -229,7 +230,7 @@ TEST(SizeCalc, StepTimeComponentsOfTinyByHand) {
   StepPrediction pd = predict_step(build_workload(tiny(), rd), hw);
   const double dense = 19766 * 4.0, experts = 27648 * 4.0;
   EXPECT_NEAR(pd.zero_comm_s, 2 * (2e-6 + 0.5 * dense / 10e9) + 2 * (2e-6 + 0.5 * experts / 10e9), 1e-15);
-  EXPECT_NEAR(pd.optimizer_s, (47414 / 2.0) * 28 / 100e9, 1e-15);
+  EXPECT_NEAR(pd.optimizer_s, ((47414 / 2.0) * 28 + 47414 * 4) / 100e9, 1e-15);
 }
 
 TEST(SizeCalc, DecodeBytesOfTinyByHand) {
@@ -274,12 +275,13 @@ TEST(SizeCalc, ExpAndErfRatesBoundElementwiseOps) {
   HardwareProfile hw = toy_profile();
   Workload w = build_workload(tiny(), tiny_run());
   const double base = predict_step(w, hw).memops_s;
-  // Only double exp limited, at 1e6/s: the loss's forward log-sum-exp (16 tokens x 96 logits
-  // = 1536 evaluations, 1.536 ms) replaces its 18432 B / 100 GB/s forward pass.
-  hw.elementwise.exp_f64_per_s = 1e6;
-  EXPECT_NEAR(predict_step(w, hw).memops_s - base, 1536 / 1e6 - 18432 / 100e9, 1e-12);
-  SpecialCounts c{10, 20, 30};
-  ElementwiseRates r{1, 2, 3, 1};
-  EXPECT_DOUBLE_EQ(special_seconds(c, r), 10 + 10 + 10);
+  // Only erf limited, at 1e6/s: the router's two GELUs (2 x 16 tokens x 16 = 512 erfs per
+  // layer, forward and backward) replace their 7104 B forward and 14208 B backward passes.
+  hw.elementwise.erf_f32_per_s = 1e6;
+  EXPECT_NEAR(predict_step(w, hw).memops_s - base, 3 * ((512 / 1e6 - 7104 / 100e9) + (512 / 1e6 - 14208 / 100e9)),
+              1e-12);
+  SpecialCounts c{20, 30};
+  ElementwiseRates r{2, 3, 1};
+  EXPECT_DOUBLE_EQ(special_seconds(c, r), 10 + 10);
   EXPECT_DOUBLE_EQ(special_seconds(c, ElementwiseRates{}), 0);
 }

@@ -96,7 +96,7 @@ TEST(SizeProfile, MeasuredProfileFromBenchCsvs) {
   EXPECT_EQ(hw.compute_units, 2);                    // threads in mem.csv
   EXPECT_DOUBLE_EQ(hw.gemm_efficiency, 0.75);
   EXPECT_EQ(hw.gemm_table.size(), 6u);
-  EXPECT_DOUBLE_EQ(hw.elementwise.exp_f64_per_s, 2e8);  // elementwise.json
+  EXPECT_DOUBLE_EQ(hw.elementwise.exp_f32_per_s, 5e8);  // elementwise.json
   EXPECT_DOUBLE_EQ(hw.elementwise.erf_f32_per_s, 5e7);
   // Network from comm.csv: best bus bandwidth, smallest message's time per ring step.
   EXPECT_NEAR(hw.intra.bandwidth_GBps, 7.9924, 1e-9);
@@ -135,8 +135,8 @@ TEST(SizeProfile, BenchDirErrorsNameTheFile) {
   std::ofstream(dir / "gemm.csv") << "dtype,engine,M,N,K,time_us,tflops,efficiency\nfp32,openblas,64,64,64,1,0.1,0.5\n";
   EXPECT_NE(error_of([&] { profile_from_bench_dir(dir.string()); }).find("no memory bandwidth"), std::string::npos);
   std::ofstream(dir / "peak.json") << "{\"triad_MBps\": 1000}";
-  std::ofstream(dir / "elementwise.json") << "{\"exp_f64_per_s\": \"fast\"}";
-  EXPECT_NE(error_of([&] { profile_from_bench_dir(dir.string()); }).find("elementwise.json: field 'exp_f64_per_s'"),
+  std::ofstream(dir / "elementwise.json") << "{\"exp_f32_per_s\": \"fast\"}";
+  EXPECT_NE(error_of([&] { profile_from_bench_dir(dir.string()); }).find("elementwise.json: field 'exp_f32_per_s'"),
             std::string::npos);
   fs::remove_all(dir);
 }

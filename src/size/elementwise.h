@@ -4,9 +4,9 @@
 // elementwise op max(bytes / bandwidth, evaluations / rate). A rate of 0 means "not a
 // bottleneck" (GPU profiles: the special-function units outrun HBM).
 //
-// `zaya size --measure-elementwise DIR` times the same loop shapes the kernels use
-// (std::exp on double as in the cross-entropy, std::exp and std::erf on float) with
-// OpenMP over all threads and writes DIR/elementwise.json, which --profile-from DIR reads.
+// `zaya size --measure-elementwise DIR` times the loop shapes the kernels use (a float exp
+// summed per row, as in the cross-entropy and softmax; a float erf per element, as in GELU)
+// with OpenMP over all threads and writes DIR/elementwise.json, which --profile-from DIR reads.
 #pragma once
 #include <string>
 
@@ -15,7 +15,6 @@
 namespace zaya::size {
 
 struct ElementwiseRates {
-  double exp_f64_per_s = 0;  // std::exp(double)
   double exp_f32_per_s = 0;  // std::exp(float)
   double erf_f32_per_s = 0;  // std::erf(float)
   int threads = 0;
@@ -23,8 +22,7 @@ struct ElementwiseRates {
 
 // Counts of evaluations of each kind (one pass of one op).
 struct SpecialCounts {
-  double exp_f64 = 0, exp_f32 = 0, erf_f32 = 0;
-  bool any() const { return exp_f64 > 0 || exp_f32 > 0 || erf_f32 > 0; }
+  double exp_f32 = 0, erf_f32 = 0;
 };
 
 // Seconds for `c` evaluations at `r` (rates of 0 cost nothing).

@@ -45,8 +45,8 @@ void HardwareProfile::validate() const {
            "] needs positive sizes and an efficiency in (0, 1]");
   pos("width_multiple", width_multiple);
   if (kernel_overhead_us < 0) fail(source, ": field 'kernel_overhead_us' must be >= 0");
-  if (elementwise.exp_f64_per_s < 0 || elementwise.exp_f32_per_s < 0 || elementwise.erf_f32_per_s < 0)
-    fail(source, ": fields 'exp_f64_per_s', 'exp_f32_per_s', 'erf_f32_per_s' must be >= 0");
+  if (elementwise.exp_f32_per_s < 0 || elementwise.erf_f32_per_s < 0)
+    fail(source, ": fields 'exp_f32_per_s' and 'erf_f32_per_s' must be >= 0");
   if (memory_GB < 0) fail(source, ": field 'capacity_GB' must be >= 0");
   pos("bandwidth_GBps", memory_bandwidth_GBps);
   if (!(memory_efficiency > 0 && memory_efficiency <= 1))
@@ -135,7 +135,6 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   hw.gemm_efficiency = cr.num("gemm_efficiency", 0, true);
   hw.width_multiple = int(cr.num("width_multiple", 64, false));
   hw.kernel_overhead_us = cr.num("kernel_overhead_us", 0, false);
-  hw.elementwise.exp_f64_per_s = cr.num("exp_f64_per_s", 0, false);
   hw.elementwise.exp_f32_per_s = cr.num("exp_f32_per_s", 0, false);
   hw.elementwise.erf_f32_per_s = cr.num("erf_f32_per_s", 0, false);
   if (const toml::node* tn = cr.get("tiles")) {
@@ -193,7 +192,7 @@ std::string hardware_profile_to_toml(const HardwareProfile& hw) {
   for (auto& [k, v] : hw.peak_tflops) os << "peak_tflops_" << k << " = " << v << "\n";
   os << "compute_units = " << hw.compute_units << "\ngemm_efficiency = " << hw.gemm_efficiency
      << "\nwidth_multiple = " << hw.width_multiple << "\nkernel_overhead_us = " << hw.kernel_overhead_us
-     << "\nexp_f64_per_s = " << hw.elementwise.exp_f64_per_s << "\nexp_f32_per_s = " << hw.elementwise.exp_f32_per_s
+     << "\nexp_f32_per_s = " << hw.elementwise.exp_f32_per_s
      << "\nerf_f32_per_s = " << hw.elementwise.erf_f32_per_s << "\ntiles = [";
   for (size_t i = 0; i < hw.tiles.size(); ++i)
     os << (i ? ", " : "") << "[" << hw.tiles[i].m << ", " << hw.tiles[i].n << ", " << hw.tiles[i].k << ", "

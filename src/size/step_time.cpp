@@ -119,7 +119,9 @@ StepPrediction predict_step(const Workload& w, const HardwareProfile& hw) {
   const double master = run.master_bytes > 0 ? run.master_bytes : run.weight_bytes;
   const double bytes_per_param = 2 * master + 2 * run.optim_bytes + run.grad_bytes +
                                  (run.master_bytes > 0 ? run.weight_bytes : 0);
-  p.optimizer_s = rp.sharded() * bytes_per_param / hw.achievable_bandwidth() + 4 * hw.kernel_overhead_us * 1e-6;
+  // Plus zeroing every held gradient for the next step.
+  p.optimizer_s = (rp.sharded() * bytes_per_param + rp.held() * run.grad_bytes) / hw.achievable_bandwidth() +
+                  4 * hw.kernel_overhead_us * 1e-6;
   if (run.optimizer == "muon") {
     // 5 Newton-Schulz iterations on X [m, n] (m <= n): X X^T, A A, B X; each rank does its
     // share of the matrices (distributed over the ZeRO group).

@@ -5,7 +5,8 @@
 //   shapes of each forward GEMM, 2x its FLOPs) + forward GEMMs again under recompute, each
 //   timed by gemm_model; memory-bound ops as bytes / achievable bandwidth (backward moves 2x
 //   the forward bytes) plus kernel overheads; EP all-to-alls and CP K/V all-gathers;
-//   per step: the optimizer update (bandwidth-bound; Muon adds its Newton-Schulz GEMMs) and
+//   per step: the optimizer update (bandwidth-bound; Muon adds its Newton-Schulz GEMMs), the
+//   zeroing of the gradients, and
 //   the ZeRO-1 reduce-scatter of gradients + all-gather of weights from an alpha-beta model
 //   of the profile's network (or the measured collective table), minus the overlapped part.
 // Decode step (one new token for each of `batch` sequences): roofline per sub-layer,

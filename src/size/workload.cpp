@@ -101,7 +101,7 @@ Workload build_workload(const ModelConfig& cfg, const RunLayout& run) {
   mem("attn.value_shift", N * 2 * Hk * hd * a, L, 1);
   // Softmax: one exp per visible score (the causal half), again in backward (recomputed
   // probabilities) unless the kernel stored them.
-  const SpecialCounts exps{0, b * Hq * sq * s * 0.5, 0};
+  const SpecialCounts exps{b * Hq * sq * s * 0.5, 0};
   const SpecialCounts exps_bwd = run.recomputes_scores() ? exps : SpecialCounts{};
   if (!run.score_traffic()) {
     mem("attn.softmax (fused)", N * Hq * 4.0 * 2, L, 0, exps, exps_bwd);
@@ -112,14 +112,14 @@ Workload build_workload(const ModelConfig& cfg, const RunLayout& run) {
     mem("attn.softmax (scores in memory)", 2 * scores, L, 1, exps, exps_bwd);
   }
   // Router: two exact GELUs (erf; backward erf + exp) and the class softmax (exp).
-  mem("router.norm+gelu+softmax+topk", N * (6 * R * a + 3 * NC * 4.0), L, 5, {0, N * NC, 2 * N * R},
-      {0, 2 * N * R, 2 * N * R});
+  mem("router.norm+gelu+softmax+topk", N * (6 * R * a + 3 * NC * 4.0), L, 5, {N * NC, 2 * N * R},
+      {2 * N * R, 2 * N * R});
   mem("moe.dispatch+combine", routed * 4 * D * a + N * 2 * D * a, L, 3);
   // SwiGLU: a sigmoid (exp) per gate element, again in backward.
-  mem("experts.swiglu", routed * (F + F / 2) * a, L, 1, {0, routed * F / 2, 0}, {0, routed * F / 2, 0});
+  mem("experts.swiglu", routed * (F + F / 2) * a, L, 1, {routed * F / 2, 0}, {routed * F / 2, 0});
   mem("embedding+final_merge+norm", N * D * a + merge + norm, 1, 3);
-  // Cross-entropy: log-sum-exp per logit (double exp) and the softmax gradient (float exp).
-  mem("loss (softmax over vocab)", N * V * 4.0 * 3, 1, 2, {N * V, 0, 0}, {0, N * V, 0});
+  // Cross-entropy: log-sum-exp per logit and the softmax gradient, an exp each.
+  mem("loss (softmax over vocab)", N * V * 4.0 * 3, 1, 2, {N * V, 0}, {N * V, 0});
   return w;
 }
 
@@ -153,7 +153,6 @@ json workload_to_json(const Workload& w) {
                  {"bytes", x.bytes},
                  {"layers", x.layers},
                  {"kernels", x.kernels},
-                 {"exp_f64_forward", x.special_fwd.exp_f64},
                  {"exp_f32_forward", x.special_fwd.exp_f32},
                  {"erf_f32_forward", x.special_fwd.erf_f32},
                  {"exp_f32_backward", x.special_bwd.exp_f32},
