@@ -153,7 +153,7 @@ def gemm_heatmap(csv_path, out):
             for i, row in enumerate(data):
                 for j, v in enumerate(row):
                     if not math.isnan(v):
-                        ax.text(j, i, f"{v:.2f}" if v < 10 else f"{v:.0f}", ha="center", va="center", fontsize=6, color="w")
+                        ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=6, color="w")
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
