@@ -8,10 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "model/model.h"
+#include "train/tokenizer.h"
 
 namespace {
 
@@ -30,20 +33,55 @@ std::vector<int32_t> read_ids(const std::string& path) {
   return ids;
 }
 
-void run(const std::string& dir, const std::string& ids_path, bool as_json) {
-  zaya::ModelConfig cfg = zaya::load_model_config(dir);
-  std::vector<int32_t> ids = read_ids(ids_path);
+struct Opts {
+  std::string model, ckpt, ids, text, tokenizer;
+  bool json = false;
+};
+
+void run(const Opts& o) {
+  if (o.model.empty() == o.ckpt.empty()) zaya::fail("give exactly one of --model DIR (HF format) or --ckpt DIR (zaya)");
+  if (o.ids.empty() == o.text.empty()) zaya::fail("give exactly one of --ids FILE or --text FILE");
+  std::unique_ptr<zaya::Checkpoint> ck;
+  if (!o.ckpt.empty()) ck = std::make_unique<zaya::Checkpoint>(o.ckpt);
+  zaya::ModelConfig cfg = ck ? zaya::checkpoint_model_config(*ck) : zaya::load_model_config(o.model);
+  std::vector<int32_t> ids;
+  std::string ids_path = o.ids;
+  if (!o.text.empty()) {  // tokenize with --tokenizer, else the run's / directory's own tokenizer
+    std::string tok = o.tokenizer;
+    if (tok.empty() && ck) tok = zaya::checkpoint_tokenizer(*ck);
+    if (tok.empty() && !o.model.empty()) tok = o.model + "/tokenizer.model";
+    if (tok.empty()) zaya::fail("--text needs a tokenizer: pass --tokenizer MODEL");
+    std::ifstream f(o.text, std::ios::binary);
+    if (!f) zaya::fail(o.text, ": cannot open");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto t = zaya::load_tokenizer(tok);
+    ids.push_back(t->eos_id());  // documents start after an EOS, as in training
+    for (int id : t->encode(ss.str())) ids.push_back(id);
+    ids_path = o.text;
+    if (ids.size() < 2) zaya::fail(o.text, ": no tokens to score");
+    if (int(ids.size()) > cfg.max_position_embeddings) {
+      zaya::log_warn(o.text, ": ", ids.size(), " tokens; scoring the first ", cfg.max_position_embeddings);
+      ids.resize(size_t(cfg.max_position_embeddings));
+    }
+  } else {
+    ids = read_ids(o.ids);
+  }
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] >= cfg.vocab_size)
       zaya::fail(ids_path, ": token id ", ids[i], " at index ", i, " is outside the vocabulary (", cfg.vocab_size, ")");
+  const bool as_json = o.json;
   zaya::Model<float> m(cfg);
-  zaya::load_hf_weights(dir, m);
+  if (ck)
+    zaya::load_checkpoint_model(*ck, m);
+  else
+    zaya::load_hf_weights(o.model, m);
   const int T = int(ids.size()) - 1;
   auto r = m.forward(ids.data(), ids.data() + 1, 1, T);
   std::vector<double> lp(T);
   for (int t = 0; t < T; ++t) lp[t] = double(m.logits()[size_t(t) * cfg.vocab_size + ids[t + 1]]) - m.lse()[t];
   if (as_json) {
-    nlohmann::json j = {{"logprobs", lp}, {"loss", r.loss}, {"tokens", r.count}};
+    nlohmann::json j = {{"logprobs", lp}, {"loss", r.loss}, {"tokens", r.count}, {"perplexity", std::exp(r.loss)}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -54,12 +92,13 @@ void run(const std::string& dir, const std::string& ids_path, bool as_json) {
 
 }  // namespace
 
-ZAYA_COMMAND("score", "Log-probabilities of token ids under a model, and the mean loss", [](CLI::App& app) {
-  auto dir = std::make_shared<std::string>();
-  auto ids = std::make_shared<std::string>();
-  auto as_json = std::make_shared<bool>(false);
-  app.add_option("--model", *dir, "HF-format model directory (config.json + safetensors)")->required();
-  app.add_option("--ids", *ids, "file of whitespace-separated token ids")->required();
-  app.add_flag("--json", *as_json, "print {\"logprobs\": [...], \"loss\": x, \"tokens\": n}");
-  app.callback([=] { run(*dir, *ids, *as_json); });
+ZAYA_COMMAND("score", "Log-probabilities of tokens under a model, mean loss and perplexity", [](CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  app.add_option("--model", o->model, "HF-format model directory (config.json + safetensors)");
+  app.add_option("--ckpt", o->ckpt, "zaya checkpoint (a step directory, its root or a run directory)");
+  app.add_option("--ids", o->ids, "file of whitespace-separated token ids");
+  app.add_option("--text", o->text, "raw text file, tokenized with the run's (or --tokenizer) tokenizer");
+  app.add_option("--tokenizer", o->tokenizer, "SentencePiece .model for --text");
+  app.add_flag("--json", o->json, "print {\"logprobs\": [...], \"loss\": x, \"tokens\": n}");
+  app.callback([o] { run(*o); });
 });
