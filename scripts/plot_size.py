@@ -9,7 +9,7 @@ Usage:
 Three panels: (a) predicted training tokens/s per device against the expert count, one line
 per top-k; (b) decode step latency against the expert count, one line per decode batch size,
 at the config's top-k; (c) the trade-off: training tokens/s against decode latency at the
-largest batch, every (E, k), the config's own shape starred.
+batch where the expert shape matters most, every (E, k), the config's own shape starred.
 """
 import json
 import sys
@@ -64,10 +64,14 @@ def main(argv):
     ax.legend()
 
     ax = axes[2]
-    last = len(batches) - 1
+    # The decode batch where the expert shape matters most (largest spread across rows).
+    def spread(i):
+        v = [r["decode"][i]["step_s"] for r in rows]
+        return max(v) / min(v)
+    last = max(range(len(batches)), key=spread)
     for r in rows:
         x, y = r["decode"][last]["step_s"] * 1e3, r["tokens_per_s_per_device"]
-        ax.plot([x], [y], "r*" if r["reference"] else "o", ms=14 if r["reference"] else 6, color=None)
+        ax.plot([x], [y], "r*" if r["reference"] else "o", ms=14 if r["reference"] else 6)
         ax.annotate(f"{r['experts']}x{r['expert_width']} k{r['topk']}", (x, y), fontsize=7,
                     xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel(f"decode step at batch {batches[last]} (ms)")

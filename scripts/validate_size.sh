@@ -8,7 +8,8 @@
 #    rates (zaya size --measure-elementwise) and the exact GEMM shapes each config's training
 #    step runs (zaya size --gemm-shapes, then zaya bench gemm per shape).
 # 2. Predicts each config's step time from that profile (zaya size --profile-from ... --json).
-# 3. Measures it (zaya train-bench --config X --batch B --seq T --steps N --json).
+# 3. Measures it (zaya train-bench --config X --batch B --seq T --steps N --json; twice, the
+#    faster run kept, as each GEMM shape is measured twice and the faster kept).
 # 4. Prints predicted / measured per config and writes OUT_DIR/validate.json; exits 1 when a
 #    ratio is outside [0.75, 1.25] (the "within 25%" acceptance), 2 when train-bench is absent.
 # Environment: STEPS (train-bench steps, default 6), DTYPE (fp32), GEMM_TIME (seconds of timed
@@ -32,7 +33,12 @@ CASES=("a:4:128" "b:8:64" "c:2:256")
 mkdir -p "$OUT/bench"
 rm -f "$OUT/bench/"*.csv "$OUT/bench/peak.json" "$OUT/bench/elementwise.json"
 
-echo "[1/3] measuring this machine into $OUT/bench (STREAM + the configs' GEMM shapes, $DTYPE)"
+echo "[1/3] measuring this machine into $OUT/bench (STREAM + the configs' GEMM shapes, $DTYPE, $OMP_NUM_THREADS threads)"
+load=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+  echo "      warning: load average $load on $(nproc) cores: other processes skew both measurements" \
+    "(with several OpenMP threads a descheduled thread costs a whole time slice per parallel region)"
+fi
 "$ZAYA" bench mem --csv "$OUT/bench/mem.csv" --peak-json "$OUT/bench/peak.json" > "$OUT/mem.log"
 "$ZAYA" size --measure-elementwise "$OUT/bench"
 shapes="$OUT/shapes.txt"
@@ -46,10 +52,20 @@ sort -u "$shapes" -o "$shapes"
 gemm="$OUT/bench/gemm.csv"
 one="$OUT/one_gemm.csv"
 n=0
+# Each shape twice, the faster row kept: a time slice lost to another process inflates one
+# measurement, rarely both.
 while read -r M N K; do
-  "$ZAYA" bench gemm -m "$M" -n "$N" -k "$K" --dtype "$DTYPE" --warmup 3 --min-iters 5 --min-time "$GEMM_TIME" \
-    --no-verify --csv "$one" > /dev/null
-  if [ ! -s "$gemm" ]; then cat "$one" > "$gemm"; else tail -n +2 "$one" >> "$gemm"; fi
+  best=""
+  for rep in 1 2; do
+    "$ZAYA" bench gemm -m "$M" -n "$N" -k "$K" --dtype "$DTYPE" --warmup 3 --min-iters 5 --min-time "$GEMM_TIME" \
+      --no-verify --csv "$one" > /dev/null
+    row=$(tail -n 1 "$one")
+    if [ -z "$best" ] || awk -F, -v a="$row" -v b="$best" 'BEGIN { split(a, x, ","); split(b, y, ","); exit !(x[7] > y[7]) }'; then
+      best=$row
+    fi
+  done
+  [ -s "$gemm" ] || head -n 1 "$one" > "$gemm"
+  echo "$best" >> "$gemm"
   n=$((n + 1))
 done < "$shapes"
 rm -f "$one"
@@ -68,7 +84,16 @@ for c in "${CASES[@]}"; do
   "$ZAYA" size --config "$cfg" --profile-from "$OUT/bench" --micro-batch "$b" --seq "$s" --dtype "$DTYPE" \
     --attention full --json > "$OUT/predicted-$name.json"
   if [ "$have_train_bench" = 1 ]; then
+    # Twice, the faster run kept (as for the GEMM table).
     "$ZAYA" train-bench --config "$cfg" --batch "$b" --seq "$s" --steps "$STEPS" --json > "$OUT/measured-$name.json"
+    "$ZAYA" train-bench --config "$cfg" --batch "$b" --seq "$s" --steps "$STEPS" --json > "$OUT/measured-$name.2.json"
+    "$PY" - "$OUT/measured-$name.json" "$OUT/measured-$name.2.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+if b["step_time_s"] < a["step_time_s"]:
+    json.dump(b, open(sys.argv[1], "w"))
+PYEOF
+    rm -f "$OUT/measured-$name.2.json"
   else
     echo '{}' > "$OUT/measured-$name.json"
   fi

@@ -95,7 +95,8 @@ void plot_moe_widths(const nlohmann::json& j, const std::string& png) {
     if (!f) zaya::fail(tmp, ": cannot write the plot data");
     f << j.dump(1);
   }
-  std::string cmd = python() + " '" ZAYA_SOURCE_DIR "/scripts/plot_size.py' '" + tmp + "' '" + png + "'";
+  // The script's own messages go to stderr: stdout may be carrying --json.
+  std::string cmd = python() + " '" ZAYA_SOURCE_DIR "/scripts/plot_size.py' '" + tmp + "' '" + png + "' 1>&2";
   int rc = std::system(cmd.c_str());
   std::filesystem::remove(tmp);
   if (rc != 0) zaya::fail("--plot: scripts/plot_size.py failed (exit ", rc, "); it needs python3 with matplotlib");
