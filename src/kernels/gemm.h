@@ -45,8 +45,9 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 bool bf16_gemm_supported();
 
-// OpenBLAS 0.3.21 (Debian 12) picks its Haswell (AVX2) kernels on AMD Zen 4 CPUs that have
-// AVX-512; its SkylakeX kernels are much faster there (measured: README "GEMM engines").
+// OpenBLAS's SkylakeX (AVX-512) kernels are the fastest on our AVX-512 AMD EPYC machines
+// (3072^3 fp32: Haswell 0.109, Cooperlake 0.171, SkylakeX 0.187 TFLOP/s; bench/README.md),
+// but the machine image pins OPENBLAS_CORETYPE=Haswell.
 // OpenBLAS reads OPENBLAS_CORETYPE only when it loads, so the zaya binary calls this first
 // thing in main(): if the CPU has AVX-512 and OpenBLAS runs its Haswell/Zen kernels (also
 // when OPENBLAS_CORETYPE=Haswell is set machine-wide, as on our CI image), it sets
