@@ -8,12 +8,12 @@
 #    rates (zaya size --measure-elementwise) and the exact GEMM shapes each config's training
 #    step runs (zaya size --gemm-shapes, then zaya bench gemm per shape).
 # 2. Predicts each config's step time from that profile (zaya size --profile-from ... --json).
-# 3. Measures it (zaya train-bench --config X --batch B --seq T --steps N --json; twice, the
-#    faster run kept, as each GEMM shape is measured twice and the faster kept).
+# 3. Measures it (zaya train-bench --config X --batch B --seq T --steps N --json; REPS runs,
+#    the fastest kept, as each GEMM shape is measured REPS times and the fastest kept).
 # 4. Prints predicted / measured per config and writes OUT_DIR/validate.json; exits 1 when a
 #    ratio is outside [0.75, 1.25] (the "within 25%" acceptance), 2 when train-bench is absent.
-# Environment: STEPS (train-bench steps, default 6), DTYPE (fp32), GEMM_TIME (seconds of timed
-# calls per GEMM shape, 0.1), OMP_NUM_THREADS (all cores). Run it on a quiet machine: the profile
+# Environment: STEPS (train-bench steps, default 6), REPS (repetitions of each measurement, 5),
+# DTYPE (fp32), GEMM_TIME (seconds of timed calls per GEMM shape, 0.1), OMP_NUM_THREADS (all cores). Run it on a quiet machine: the profile
 # and the training steps are measured minutes apart, so other load skews the ratios.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +23,7 @@ ZAYA=$BUILD/zaya
 STEPS=${STEPS:-6}
 DTYPE=${DTYPE:-fp32}
 GEMM_TIME=${GEMM_TIME:-0.1}
+REPS=${REPS:-5}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -52,11 +53,11 @@ sort -u "$shapes" -o "$shapes"
 gemm="$OUT/bench/gemm.csv"
 one="$OUT/one_gemm.csv"
 n=0
-# Each shape twice, the faster row kept: a time slice lost to another process inflates one
-# measurement, rarely both.
+# Each shape REPS times, the fastest row kept: a time slice lost to another process inflates
+# a measurement, the minimum is the best estimate of the machine's own speed.
 while read -r M N K; do
   best=""
-  for rep in 1 2; do
+  for ((rep = 0; rep < REPS; rep++)); do
     "$ZAYA" bench gemm -m "$M" -n "$N" -k "$K" --dtype "$DTYPE" --warmup 3 --min-iters 5 --min-time "$GEMM_TIME" \
       --no-verify --csv "$one" > /dev/null
     row=$(tail -n 1 "$one")
@@ -84,16 +85,16 @@ for c in "${CASES[@]}"; do
   "$ZAYA" size --config "$cfg" --profile-from "$OUT/bench" --micro-batch "$b" --seq "$s" --dtype "$DTYPE" \
     --attention full --json > "$OUT/predicted-$name.json"
   if [ "$have_train_bench" = 1 ]; then
-    # Twice, the faster run kept (as for the GEMM table).
-    "$ZAYA" train-bench --config "$cfg" --batch "$b" --seq "$s" --steps "$STEPS" --json > "$OUT/measured-$name.json"
-    "$ZAYA" train-bench --config "$cfg" --batch "$b" --seq "$s" --steps "$STEPS" --json > "$OUT/measured-$name.2.json"
-    "$PY" - "$OUT/measured-$name.json" "$OUT/measured-$name.2.json" <<'PYEOF'
+    # REPS runs, the fastest kept (as for the GEMM table).
+    for ((rep = 0; rep < REPS; rep++)); do
+      "$ZAYA" train-bench --config "$cfg" --batch "$b" --seq "$s" --steps "$STEPS" --json > "$OUT/measured-$name.$rep.json"
+    done
+    "$PY" - "$OUT/measured-$name.json" "$OUT"/measured-"$name".[0-9]*.json <<'PYEOF'
 import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-if b["step_time_s"] < a["step_time_s"]:
-    json.dump(b, open(sys.argv[1], "w"))
+runs = [json.load(open(p)) for p in sys.argv[2:]]
+json.dump(min(runs, key=lambda r: r["step_time_s"]), open(sys.argv[1], "w"))
 PYEOF
-    rm -f "$OUT/measured-$name.2.json"
+    rm -f "$OUT"/measured-"$name".[0-9]*.json
   else
     echo '{}' > "$OUT/measured-$name.json"
   fi

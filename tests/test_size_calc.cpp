@@ -281,7 +281,22 @@ TEST(SizeCalc, ExpAndErfRatesBoundElementwiseOps) {
   EXPECT_NEAR(predict_step(w, hw).memops_s - base, 3 * ((512 / 1e6 - 7104 / 100e9) + (512 / 1e6 - 14208 / 100e9)),
               1e-12);
   SpecialCounts c{20, 30};
-  ElementwiseRates r{2, 3, 1};
+  ElementwiseRates r;
+  r.exp_f32_per_s = 2;
+  r.erf_f32_per_s = 3;
   EXPECT_DOUBLE_EQ(special_seconds(c, r), 10 + 10);
   EXPECT_DOUBLE_EQ(special_seconds(c, ElementwiseRates{}), 0);
+}
+
+TEST(SizeCalc, MeasuredOptimizerRatesAndKernelBandwidth) {
+  HardwareProfile hw = toy_profile();
+  Workload w = build_workload(tiny(), tiny_run());
+  // AdamW at a measured 1e9 elements/s for every tensor size: 47414 parameters, plus zeroing
+  // the fp32 gradients at the measured elementwise-kernel bandwidth (50 GB/s).
+  hw.elementwise.adamw_rates = {{1, 1e9}, {1e6, 1e9}};
+  hw.elementwise.kernels_GBps = 50;
+  StepPrediction p = predict_step(w, hw);
+  EXPECT_NEAR(p.optimizer_s, 47414 / 1e9 + 47414 * 4 / 50e9, 1e-15);
+  // Elementwise ops run at the kernels' 50 GB/s instead of the 100 GB/s memory.
+  EXPECT_NEAR(p.memops_s, 3 * 235328 / 50e9, 1e-15);
 }

@@ -98,6 +98,13 @@ TEST(SizeProfile, MeasuredProfileFromBenchCsvs) {
   EXPECT_EQ(hw.gemm_table.size(), 6u);
   EXPECT_DOUBLE_EQ(hw.elementwise.exp_f32_per_s, 5e8);  // elementwise.json
   EXPECT_DOUBLE_EQ(hw.elementwise.erf_f32_per_s, 5e7);
+  EXPECT_DOUBLE_EQ(hw.kernel_overhead_us, 3.5);  // the measured parallel-region cost
+  EXPECT_DOUBLE_EQ(hw.elementwise.kernels_GBps, 10.0);
+  // AdamW rates per tensor size: interpolated in log n, clamped at the ends.
+  EXPECT_DOUBLE_EQ(hw.elementwise.adamw_rate(1000), 1e8);
+  EXPECT_NEAR(hw.elementwise.adamw_rate(10000), 5.5e8, 1e-3);
+  EXPECT_DOUBLE_EQ(hw.elementwise.adamw_rate(10), 1e8);
+  EXPECT_DOUBLE_EQ(hw.elementwise.adamw_rate(1e7), 1e9);
   // Network from comm.csv: best bus bandwidth, smallest message's time per ring step.
   EXPECT_NEAR(hw.intra.bandwidth_GBps, 7.9924, 1e-9);
   EXPECT_NEAR(hw.intra.latency_us, 4.06, 1e-9);
@@ -135,6 +142,8 @@ TEST(SizeProfile, BenchDirErrorsNameTheFile) {
   std::ofstream(dir / "gemm.csv") << "dtype,engine,M,N,K,time_us,tflops,efficiency\nfp32,openblas,64,64,64,1,0.1,0.5\n";
   EXPECT_NE(error_of([&] { profile_from_bench_dir(dir.string()); }).find("no memory bandwidth"), std::string::npos);
   std::ofstream(dir / "peak.json") << "{\"triad_MBps\": 1000}";
+  std::ofstream(dir / "elementwise.json") << "{\"adamw_rates\": [[10, 1], [5, 1]]}";
+  EXPECT_NE(error_of([&] { profile_from_bench_dir(dir.string()); }).find("'adamw_rates'"), std::string::npos);
   std::ofstream(dir / "elementwise.json") << "{\"exp_f32_per_s\": \"fast\"}";
   EXPECT_NE(error_of([&] { profile_from_bench_dir(dir.string()); }).find("elementwise.json: field 'exp_f32_per_s'"),
             std::string::npos);

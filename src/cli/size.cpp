@@ -110,8 +110,9 @@ void run(const SizeArgs& a) {
     std::string path = (std::filesystem::path(a.measure_elementwise) / "elementwise.json").string();
     zs::write_elementwise_json(r, path);
     if (a.json) print_json(zs::elementwise_to_json(r));
-    else std::printf("exp(float) %.4g/s, erf(float) %.4g/s on %d threads; wrote %s\n", r.exp_f32_per_s,
-                     r.erf_f32_per_s, r.threads, path.c_str());
+    else std::printf("exp(float) %.4g/s, erf(float) %.4g/s, parallel region %.3g us, elementwise kernels %.4g GB/s "
+                     "on %d threads; wrote %s\n",
+                     r.exp_f32_per_s, r.erf_f32_per_s, r.parallel_region_us, r.kernels_GBps, r.threads, path.c_str());
     return;
   }
   if (a.gemm_shapes) {  // needs no profile

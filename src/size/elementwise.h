@@ -6,9 +6,15 @@
 //
 // `zaya size --measure-elementwise DIR` times the loop shapes the kernels use (a float exp
 // summed per row, as in the cross-entropy and softmax; a float erf per element, as in GELU)
-// with OpenMP over all threads and writes DIR/elementwise.json, which --profile-from DIR reads.
+// with OpenMP over all threads, and the cost of one OpenMP parallel region (the launch
+// overhead of a CPU "kernel"; it depends on OMP_WAIT_POLICY and on other load), and the
+// bandwidth the project's residual-merge and RMSNorm kernels reach (simple loops fall short of
+// STREAM), and the trainer's AdamW update rate per tensor size, and writes DIR/elementwise.json,
+// which --profile-from DIR reads.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -17,7 +23,15 @@ namespace zaya::size {
 struct ElementwiseRates {
   double exp_f32_per_s = 0;  // std::exp(float)
   double erf_f32_per_s = 0;  // std::erf(float)
+  double parallel_region_us = 0;  // fork + join of one OpenMP parallel loop (0: not measured)
+  // Bandwidth zaya's own elementwise kernels reach (residual merge + RMSNorm, forward and
+  // backward, bytes counted as the step model counts them); 0: use the profile's memory bandwidth.
+  double kernels_GBps = 0;
+  // zaya's AdamW step over tensors of n elements: (n, elements per second), n ascending
+  // (small tensors may run on one thread); empty: the bandwidth model.
+  std::vector<std::pair<double, double>> adamw_rates;
   int threads = 0;
+  double adamw_rate(double n) const;  // interpolated in log n, clamped at the ends
 };
 
 // Counts of evaluations of each kind (one pass of one op).

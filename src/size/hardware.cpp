@@ -45,8 +45,8 @@ void HardwareProfile::validate() const {
            "] needs positive sizes and an efficiency in (0, 1]");
   pos("width_multiple", width_multiple);
   if (kernel_overhead_us < 0) fail(source, ": field 'kernel_overhead_us' must be >= 0");
-  if (elementwise.exp_f32_per_s < 0 || elementwise.erf_f32_per_s < 0)
-    fail(source, ": fields 'exp_f32_per_s' and 'erf_f32_per_s' must be >= 0");
+  if (elementwise.exp_f32_per_s < 0 || elementwise.erf_f32_per_s < 0 || elementwise.kernels_GBps < 0)
+    fail(source, ": fields 'exp_f32_per_s', 'erf_f32_per_s' and 'elementwise_GBps' must be >= 0");
   if (memory_GB < 0) fail(source, ": field 'capacity_GB' must be >= 0");
   pos("bandwidth_GBps", memory_bandwidth_GBps);
   if (!(memory_efficiency > 0 && memory_efficiency <= 1))
@@ -160,6 +160,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   hw.memory_bandwidth_GBps = mr.num("bandwidth_GBps", 0, true);
   hw.memory_efficiency = mr.num("bandwidth_efficiency", 1.0, false);
   hw.cache_MB = mr.num("cache_MB", 0, false);
+  hw.elementwise.kernels_GBps = mr.num("elementwise_GBps", 0, false);
   mr.reject_unknown();
 
   const toml::table& n = sub_table(root, "network", path);
@@ -199,6 +200,7 @@ std::string hardware_profile_to_toml(const HardwareProfile& hw) {
        << hw.tiles[i].efficiency << "]";
   os << "]\n\n[memory]\ncapacity_GB = " << hw.memory_GB << "\nbandwidth_GBps = " << hw.memory_bandwidth_GBps
      << "\nbandwidth_efficiency = " << hw.memory_efficiency << "\ncache_MB = " << hw.cache_MB
+     << "\nelementwise_GBps = " << hw.elementwise.kernels_GBps
      << "\n\n[network]\ndevices_per_node = " << hw.devices_per_node
      << "\nintra_bandwidth_GBps = " << hw.intra.bandwidth_GBps << "\nintra_latency_us = " << hw.intra.latency_us
      << "\ninter_bandwidth_GBps = " << hw.inter.bandwidth_GBps << "\ninter_latency_us = " << hw.inter.latency_us

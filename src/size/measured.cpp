@@ -315,9 +315,12 @@ HardwareProfile profile_from_bench_dir(const std::string& dir) {
   hw.gemm_efficiency = std::min(1.0, best_eff);
   hw.tiles = {{64, 64, 64, 1.0}};
   hw.width_multiple = 64;
-  hw.kernel_overhead_us = 2.0;  // an OpenMP parallel region: not measured by the bench
+  // A CPU kernel's launch cost is an OpenMP parallel region: measured by `zaya size
+  // --measure-elementwise` (elementwise.json), else assumed 2 us.
+  hw.kernel_overhead_us = 2.0;
   const std::string elementwise_json = (fs::path(dir) / "elementwise.json").string();
   if (fs::exists(elementwise_json)) hw.elementwise = read_elementwise_json(elementwise_json);
+  if (hw.elementwise.parallel_region_us > 0) hw.kernel_overhead_us = hw.elementwise.parallel_region_us;
   // Network: comm.csv and nccl-tests text files; without them, shared memory at half the
   // triad bandwidth (an assumption, said in network_source).
   hw.devices_per_node = 1 << 20;

@@ -133,8 +133,9 @@ std::string profile_to_text(const HardwareProfile& hw) {
   o += fmt("  compute units        %d; GEMM efficiency %.2f; width multiple %d; kernel overhead %.1f us\n",
            hw.compute_units, hw.gemm_efficiency, hw.width_multiple, hw.kernel_overhead_us);
   if (hw.elementwise.exp_f32_per_s > 0 || hw.elementwise.erf_f32_per_s > 0)
-    o += fmt("  exp / erf            %s exp/s, %s erf/s (float)\n", si(hw.elementwise.exp_f32_per_s).c_str(),
-             si(hw.elementwise.erf_f32_per_s).c_str());
+    o += fmt("  elementwise          %s exp/s, %s erf/s (float); kernels at %.4g GB/s\n",
+             si(hw.elementwise.exp_f32_per_s).c_str(), si(hw.elementwise.erf_f32_per_s).c_str(),
+             hw.elementwise.kernels_GBps);
   if (hw.measured_gemms()) o += fmt("  GEMM table           %zu measured rows (interpolated)\n", hw.gemm_table.size());
   else {
     std::string tiles;

@@ -89,7 +89,8 @@ StepPrediction predict_step(const Workload& w, const HardwareProfile& hw) {
   // Elementwise work: forward bytes, backward 2x, recompute 1x more; each pass of each op
   // takes the longer of its memory traffic and its exp / erf evaluations.
   const double passes = 3.0 + (run.recompute ? 1.0 : 0.0);
-  const double bw = hw.achievable_bandwidth();
+  // A CPU profile's measured kernel bandwidth when present (simple loops fall short of STREAM).
+  const double bw = hw.elementwise.kernels_GBps > 0 ? hw.elementwise.kernels_GBps * 1e9 : hw.achievable_bandwidth();
   double fwd_kernels = 0;
   for (const MemOp& m : w.memops) {
     const double fwd = std::max(m.bytes / bw, special_seconds(m.special_fwd, hw.elementwise));
@@ -120,8 +121,21 @@ StepPrediction predict_step(const Workload& w, const HardwareProfile& hw) {
   const double bytes_per_param = 2 * master + 2 * run.optim_bytes + run.grad_bytes +
                                  (run.master_bytes > 0 ? run.weight_bytes : 0);
   // Plus zeroing every held gradient for the next step.
-  p.optimizer_s = (rp.sharded() * bytes_per_param + rp.held() * run.grad_bytes) / hw.achievable_bandwidth() +
-                  4 * hw.kernel_overhead_us * 1e-6;
+  const double bw_kernels =
+      hw.elementwise.kernels_GBps > 0 ? hw.elementwise.kernels_GBps * 1e9 : hw.achievable_bandwidth();
+  if (!hw.elementwise.adamw_rates.empty() && run.optimizer == "adamw") {
+    // Measured AdamW rates per tensor size, over this rank's tensors (its share of each).
+    ExpertRange local{0, cfg.num_experts / run.ep};
+    ModelLayout layout = build_layout(cfg, local);
+    for (const ParamInfo& t : layout.params.params) {
+      double share = double(t.numel) / (t.expert >= 0 ? rp.expert_zero_group : rp.dense_zero_group);
+      p.optimizer_s += share / hw.elementwise.adamw_rate(share);
+    }
+    p.optimizer_s += rp.held() * run.grad_bytes / bw_kernels;
+  } else {
+    p.optimizer_s = (rp.sharded() * bytes_per_param + rp.held() * run.grad_bytes) / hw.achievable_bandwidth() +
+                    4 * hw.kernel_overhead_us * 1e-6;
+  }
   if (run.optimizer == "muon") {
     // 5 Newton-Schulz iterations on X [m, n] (m <= n): X X^T, A A, B X; each rank does its
     // share of the matrices (distributed over the ZeRO group).
