@@ -1,11 +1,18 @@
 // zaya ckpt inspect DIR [--tensors]: step, layout, files and bytes, tensor groups.
 // zaya ckpt verify DIR: every slice's checksum; names the file and tensor at fault.
+// zaya ckpt export-hf CKPT OUT [--dtype bf16|fp32] [--max-shard-size 5GB] [--force]: an HF directory.
+// zaya ckpt import-hf HFDIR OUT [--force]: a weights-only zaya checkpoint (train with --init-from).
+// zaya ckpt diff A B [--tol X] [--rtol X]: per-tensor max abs / rel difference (checkpoints or HF dirs).
 // DIR: a checkpoint directory, a checkpoint root (follows `latest`) or a run directory.
+// Other files add subcommands through cli/ckpt_subcommands.h.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_convert.h"
+#include "cli/ckpt_subcommands.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -65,9 +72,75 @@ void verify(const std::string& path) {
   std::printf("OK %s: %zu tensors, %zu slices, every checksum matches\n", ck.dir().c_str(), ck.tensors().size(), slices);
 }
 
+void export_hf(const std::string& ckpt, const std::string& out, const std::string& dtype, const std::string& shard,
+               bool force, bool no_check) {
+  zaya::ExportHfOptions o;
+  if (dtype == "bf16" || dtype == "bfloat16") o.dtype = zaya::DType::BF16;
+  else if (dtype == "fp32" || dtype == "f32" || dtype == "float32") o.dtype = zaya::DType::F32;
+  else zaya::fail("--dtype: '", dtype, "' is not bf16 or fp32");
+  o.max_shard_bytes = zaya::parse_shard_size(shard);
+  o.force = force;
+  o.check_hf_compat = !no_check;
+  const zaya::ConvertSummary s = zaya::export_hf(ckpt, out, o);
+  std::printf("exported step %lld to %s: %zu tensors (%s) in %zu file%s, %s%s\n", (long long)s.step, s.out.c_str(),
+              s.tensors, zaya::dtype_name(o.dtype), s.files, s.files == 1 ? "" : "s",
+              zaya::human_bytes(double(s.bytes)).c_str(), s.tokenizer ? ", tokenizer.model" : ", no tokenizer");
+}
+
+void import_hf(const std::string& hf, const std::string& out, bool force) {
+  const zaya::ConvertSummary s = zaya::import_hf(hf, out, force);
+  std::printf("imported %s to %s: %zu tensors in %zu files, %s%s\n", hf.c_str(), s.out.c_str(), s.tensors, s.files,
+              zaya::human_bytes(double(s.bytes)).c_str(), s.tokenizer ? ", tokenizer.model" : ", no tokenizer");
+  zaya::log_info("weights only: the optimizer, balancer and data loader start fresh; train from it with "
+                 "zaya train --init-from ", s.out);
+}
+
+void diff(const std::string& a, const std::string& b, double tol, double rtol) {
+  const zaya::DiffResult r = zaya::diff_weights(a, b);
+  size_t compared = 0, differ = 0, missing = 0, over = 0;
+  double max_abs = 0, max_rel = 0;
+  std::string worst;
+  std::printf("%-64s %-12s %-10s %12s %12s\n", "tensor", "shape", "dtypes", "max_abs", "max_rel");
+  for (const auto& t : r.tensors) {
+    const std::string dt = t.dtype_a + "/" + t.dtype_b;
+    if (!t.status.empty()) {
+      ++missing;
+      std::printf("%-64s %-12s %-10s %s%s%s\n", t.name.c_str(), shape_str(t.shape_a.empty() ? t.shape_b : t.shape_a).c_str(),
+                  dt.c_str(), t.status.c_str(), t.status == "shape differs" ? ": " : "",
+                  t.status == "shape differs" ? (shape_str(t.shape_a) + " vs " + shape_str(t.shape_b)).c_str() : "");
+      continue;
+    }
+    ++compared;
+    if (t.max_abs > 0 || t.max_rel > 0) ++differ;
+    if ((tol >= 0 && t.max_abs > tol) || (rtol >= 0 && t.max_rel > rtol)) ++over;
+    if (t.max_abs >= max_abs) max_abs = t.max_abs, worst = t.name;
+    max_rel = std::max(max_rel, t.max_rel);
+    std::printf("%-64s %-12s %-10s %12.4g %12.4g\n", t.name.c_str(), shape_str(t.shape_a).c_str(), dt.c_str(), t.max_abs,
+                t.max_rel);
+  }
+  std::printf("%zu tensors compared, %zu differ, %zu unmatched (only in one or shape differs)", compared, differ, missing);
+  if (r.skipped_a || r.skipped_b)
+    std::printf(", %zu non-weight tensors of the checkpoint skipped", r.skipped_a + r.skipped_b);
+  std::printf("; max abs %.4g%s%s, max rel %.4g\n", max_abs, worst.empty() ? "" : " in ", worst.c_str(), max_rel);
+  const bool checking = tol >= 0 || rtol >= 0;
+  if (checking && (over || missing))
+    zaya::fail("diff: ", over, " tensors exceed ", tol >= 0 ? zaya::cat("--tol ", tol) : "",
+               tol >= 0 && rtol >= 0 ? " / " : "", rtol >= 0 ? zaya::cat("--rtol ", rtol) : "", ", ", missing,
+               " unmatched");
+}
+
 }  // namespace
 
-ZAYA_COMMAND("ckpt", "Inspect and verify training checkpoints", [](CLI::App& app) {
+namespace zaya::cli {
+std::vector<CkptSubcommand>& ckpt_subcommands() {
+  static std::vector<CkptSubcommand> r;
+  return r;
+}
+}  // namespace zaya::cli
+
+namespace {
+
+void setup_ckpt(CLI::App& app) {
   app.require_subcommand(1);
   auto dir = std::make_shared<std::string>();
   auto list = std::make_shared<bool>(false);
@@ -78,4 +151,36 @@ ZAYA_COMMAND("ckpt", "Inspect and verify training checkpoints", [](CLI::App& app
   auto* ver = app.add_subcommand("verify", "check every checksum; names the file and tensor at fault");
   ver->add_option("dir", *dir, "checkpoint directory, checkpoint root or run directory")->required();
   ver->callback([=] { verify(*dir); });
-});
+  auto src = std::make_shared<std::string>(), out = std::make_shared<std::string>();
+  auto dtype = std::make_shared<std::string>("bf16"), shard = std::make_shared<std::string>("5GB");
+  auto force = std::make_shared<bool>(false), no_check = std::make_shared<bool>(false);
+  auto* exp = app.add_subcommand("export-hf", "write an HF-format directory (config.json, safetensors, tokenizer)");
+  exp->add_option("ckpt", *src, "checkpoint directory, checkpoint root or run directory")->required();
+  exp->add_option("out", *out, "destination directory (must be absent or empty unless --force)")->required();
+  exp->add_option("--dtype", *dtype, "bf16 or fp32 (balancing biases stay fp32)")->capture_default_str();
+  exp->add_option("--max-shard-size", *shard, "largest safetensors file, e.g. 5GB, 500MB, none")->capture_default_str();
+  exp->add_flag("--force", *force, "replace a non-empty destination");
+  exp->add_flag("--no-hf-check", *no_check, "export configs the released HF ZAYA code cannot load");
+  exp->callback([=] { export_hf(*src, *out, *dtype, *shard, *force, *no_check); });
+  auto* imp = app.add_subcommand("import-hf", "an HF directory as a weights-only zaya checkpoint (for --init-from)");
+  imp->add_option("hfdir", *src, "HF-format directory (config.json + safetensors)")->required();
+  imp->add_option("out", *out, "destination checkpoint directory (absent or empty unless --force)")->required();
+  imp->add_flag("--force", *force, "replace a non-empty destination");
+  imp->callback([=] { import_hf(*src, *out, *force); });
+  auto b = std::make_shared<std::string>();
+  auto tol = std::make_shared<double>(-1), rtol = std::make_shared<double>(-1);
+  auto* dif = app.add_subcommand("diff", "per-tensor max abs / rel difference of two checkpoints or HF dirs");
+  dif->add_option("a", *src, "checkpoint or HF directory")->required();
+  dif->add_option("b", *b, "checkpoint or HF directory")->required();
+  dif->add_option("--tol", *tol, "exit non-zero when a tensor's max abs difference exceeds this (or one is unmatched)");
+  dif->add_option("--rtol", *rtol, "exit non-zero when a tensor's max rel difference exceeds this (or one is unmatched)");
+  dif->callback([=] { diff(*src, *b, *tol, *rtol); });
+  // Subcommands other files register (ckpt_subcommands.h), in name order.
+  auto& extra = zaya::cli::ckpt_subcommands();
+  std::sort(extra.begin(), extra.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  for (auto& c : extra) c.setup(*app.add_subcommand(c.name, c.help));
+}
+
+}  // namespace
+
+ZAYA_COMMAND("ckpt", "Inspect, verify, compare and convert checkpoints (zaya and HF)", setup_ckpt);
