@@ -11,7 +11,7 @@
 #include "core/rng.h"
 #include "dist/comm.h"
 #include "dist/expert_parallel.h"
-#include "dist/zero1.h"
+#include "train/zero1.h"
 #include "model/model.h"
 
 namespace {

@@ -24,7 +24,7 @@
 #include "core/timer.h"
 #include "dist/comm.h"
 #include "dist/expert_parallel.h"
-#include "dist/zero1.h"
+#include "train/zero1.h"
 #include "model/model.h"
 #include "train/balancer.h"
 

@@ -1,19 +1,23 @@
-// zaya train --config RUN.toml [--resume] [--steps N] [--out DIR] [--precision fp32|bf16]
-//            [--optimizer adamw|muon] [--quiet]: pretrain as the run config says.
+// zaya train --config RUN.toml [--resume] [--init-from DIR] [--steps N] [--out DIR]
+//            [--precision fp32|bf16] [--optimizer adamw|muon] [--ep N] [--cp N] [--quiet]:
+// pretrain as the run config says. Under `mpirun -np N` the world is DP x EP x CP.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "dist/comm.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
 namespace {
 
 struct TrainArgs {
-  std::string config, out, precision, optimizer;
+  std::string config, out, precision, optimizer, init_from;
   bool resume = false, quiet = false;
   int64_t steps = -1;
+  int ep = 0, cp = 0;
 };
 
 void run(const TrainArgs& a) {
@@ -29,8 +33,36 @@ void run(const TrainArgs& a) {
   opt.resume = a.resume;
   opt.stop_step = a.steps;
   opt.progress = !a.quiet;
-  zaya::Trainer trainer(std::move(cfg), opt);
+  opt.init_from = a.init_from;
+  opt.ep = a.ep;
+  opt.cp = a.cp;
+  zaya::TrainerHooks hooks;
+  zaya::Trainer trainer(std::move(cfg), opt, std::move(hooks));
   trainer.run();
+}
+
+// One line naming the rank, then the exit code. With peers (mpirun), a failing rank ends
+// the whole job so that no survivor waits on it; an anomaly abort is agreed by every rank.
+void run_guarded(const TrainArgs& a) {
+  int code = 0;
+  try {
+    run(a);
+  } catch (const zaya::AnomalyAbort& e) {
+    std::fprintf(stderr, "zaya: train: %s\n", e.what());
+    code = zaya::kExitAnomalies;
+  } catch (const std::exception& e) {
+    const bool many = zaya::dist::launched_by_mpirun();
+    if (many)
+      std::fprintf(stderr, "zaya: error: train rank %d: %s\n", zaya::dist::Communicator::world().rank(), e.what());
+    else
+      std::fprintf(stderr, "zaya: error: %s\n", e.what());
+    std::fflush(stderr);
+    if (many && zaya::dist::Communicator::world().size() > 1) zaya::dist::abort_world(1);
+    code = 1;
+  }
+  std::fflush(stdout);
+  if (code == 0) zaya::dist::finalize_world();
+  if (code != 0) std::_Exit(code);
 }
 
 }  // namespace
@@ -40,13 +72,19 @@ ZAYA_COMMAND("train", "Pretrain a model as a run config (TOML) says: phases, opt
   app.add_option("--config", a->config, "run config (TOML), e.g. configs/recipes/demo.toml")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_flag("--resume", a->resume, "continue from the newest checkpoint of the run (fresh start when none)");
+  app.add_flag("--resume", a->resume,
+               "continue from the newest checkpoint of the run (fresh start when none); any DP/EP layout");
+  app.add_option("--init-from", a->init_from,
+                 "start from these weights: a zaya checkpoint or an HF directory (fresh optimizer state)");
   app.add_option("--steps", a->steps,
                  "stop after this many optimizer steps in all (the LR schedule still spans the whole plan)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--out", a->out, "output directory (overrides run.out_dir)");
   app.add_option("--precision", a->precision, "override run.precision")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--optimizer", a->optimizer, "override optimizer.kind")->check(CLI::IsMember({"adamw", "muon"}));
+  app.add_option("--ep", a->ep, "expert-parallel degree (overrides parallel.ep; dp = world / (ep * cp))")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cp", a->cp, "context-parallel degree (overrides parallel.cp)")->check(CLI::PositiveNumber);
   app.add_flag("--quiet", a->quiet, "no progress lines (metrics.jsonl is still written)");
-  app.callback([a] { run(*a); });
+  app.callback([a] { run_guarded(*a); });
 });

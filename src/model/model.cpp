@@ -17,6 +17,15 @@ Model<T>::Model(const ModelConfig& cfg, ExpertRange experts) : layout(build_layo
   buffers.assign(layout.buffers.total, T(0));
   experts_ = std::make_unique<LocalExperts<T>>(layout.experts, cfg.num_layers);
   rope_.build(cfg.rotary_dim(), cfg.max_position_embeddings, cfg.rope_theta);
+  // grads_ready(from) promises "everything >= from is final": that needs each sub-layer's
+  // parameters above every earlier sub-layer's, which build_layout guarantees (checked).
+  sub_begin_.assign(size_t(cfg.num_sublayers()), layout.params.total);
+  for (const ParamInfo& p : layout.params.params)
+    if (p.sublayer >= 0) sub_begin_[size_t(p.sublayer)] = std::min(sub_begin_[size_t(p.sublayer)], p.offset);
+  for (const ParamInfo& p : layout.params.params)
+    if (p.sublayer >= 0)
+      for (int n = p.sublayer + 1; n < cfg.num_sublayers(); ++n)
+        ZAYA_CHECK(p.offset + p.numel <= sub_begin_[size_t(n)], "layout: ", p.name, " overlaps sub-layer ", n);
 }
 
 template <class T>
@@ -209,6 +218,7 @@ void Model<T>::backward(T loss_scale) {
     const T* res_in = n > 0 ? acts_[n - 1].res_ND.data() : nullptr;
     merge_back(so.rs, dh_[1 - cur].data(), n > 0 ? dres_[1 - cur].data() : nullptr, dres_n, h_in, res_in);
     cur = 1 - cur;
+    if (grads_ready) grads_ready(sub_begin_[size_t(n)]);
   }
   embedding_backward(dW + layout.embed, dh_[cur].data(), inputs_.data(), N, D);
 }

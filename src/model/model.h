@@ -6,6 +6,7 @@
 // The model knows nothing of parallelism: experts run behind ExpertCompute (moe.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -59,6 +60,10 @@ class Model {
   // Accumulates d(mean loss)/d(params) * loss_scale into grads. Needs a forward with targets.
   void backward(T loss_scale = T(1));
   void zero_grads();
+  // Called during backward() as soon as every gradient at flat offset >= `from` is final
+  // (after each sub-layer; the layout puts later sub-layers higher). Data parallelism hangs
+  // its bucketed gradient reduction here to overlap backward; the model knows nothing of it.
+  std::function<void(size_t from)> grads_ready;
   // Switch-style auxiliary load-balancing loss coefficient (0 = off, the ZAYA1 default:
   // ZAYA1 balances with biases). When on, backward adds its gradient (times loss_scale).
   void set_aux_loss_coeff(double c);
@@ -88,6 +93,7 @@ class Model {
   std::vector<T> dh_[2], dres_[2], dx_ND_, dxf_ND_, dr_carry_NR_;
   RopeTable rope_;
   std::unique_ptr<ExpertCompute<T>> experts_;
+  std::vector<size_t> sub_begin_;  // lowest parameter offset of each sub-layer (for grads_ready)
   int count_ = 0;
   bool decoded_ = false;
   double aux_coeff_ = 0;

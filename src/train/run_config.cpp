@@ -297,6 +297,14 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   lg.integer("interval", c.log_interval, 1);
   lg.finish();
 
+  Fields par(top.table("parallel"), path, "parallel");
+  par.integer("ep", c.par_ep, 1, 1 << 16);
+  par.integer("cp", c.par_cp, 1, 1 << 16);
+  par.boolean("zero1", c.zero1);
+  par.real("bucket_mb", c.bucket_mb, 0, 1 << 16, true);
+  par.real("comm_timeout", c.comm_timeout, 0, 1e7, true);
+  par.finish();
+
   top.finish();
   if (c.tokenizer.empty()) {
     // Default: the tokenizer `zaya prepare` wrote next to the first source's shards.

@@ -21,6 +21,9 @@
 //   [eval]       interval (steps, 0: only at the end), windows (validation windows), batch
 //   [checkpoint] interval (steps, 0: only at the end), keep_last, dir (default out_dir/ckpt)
 //   [log]        interval (progress line every N steps)
+//   [parallel]   ep, cp (expert / context parallel degrees; dp = world / (ep * cp)),
+//                zero1 (shard the optimizer state over DP, default true), bucket_mb
+//                (gradient reduce-scatter bucket, MiB of fp32), comm_timeout (seconds)
 //
 // Relative paths are relative to the working directory.
 #pragma once
@@ -84,6 +87,11 @@ struct RunConfig {
   int keep_last = 3;
   std::string ckpt_dir;
   int64_t log_interval = 1;
+
+  int par_ep = 1, par_cp = 1;
+  bool zero1 = true;
+  double bucket_mb = 4.0;
+  double comm_timeout = 300.0;
 
   // Fills the train/val shard lists of sources given by `dir` from its meta.json (the
   // Trainer calls it; parsing alone never touches the data, so recipes parse anywhere).

@@ -3,10 +3,15 @@
 // periodic validation and checkpoints. run() reads top to bottom; each stage is one
 // member function below it.
 //
-// One process today. The places where a data-parallel run adds communication are marked
-// "DP:" (all-reduce of gradients or reduce-scatter for ZeRO-1, of the loss sums and of the
-// router counts); the optimizer already steps a FlatRange and the loader already hands out
-// a rank's rows of the global batch.
+// Distributed: the same code runs a world of one (plain `zaya train`, no MPI calls) or
+// `mpirun -np N zaya train` with world = DP x EP x CP (dist/comm.h). Every data rank
+// (dp, ep) takes its rows of the same global batch (the loader's global-sample addressing);
+// the last micro-batch's backward hands finished gradient buckets to ZeRO-1's non-blocking
+// reduce-scatter (train/zero1.h); loss sums, router counts and the step verdict are reduced
+// over the world, so every rank updates identically. Expert parallel swaps the model's
+// ExpertCompute for dist::EpExperts. Checkpoints: each rank writes its own slices of the
+// global tensors (params and optimizer state of its ZeRO-1 shard, its experts), rank 0
+// writes the one manifest (trainer_ckpt.cpp). A checkpoint loads under any layout.
 //
 // Exact resume: everything a step depends on is either a pure function of (config, step)
 // (the plan, the LR) or saved in the checkpoint (weights, optimizer and balancer state,
@@ -20,12 +25,16 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "model/model.h"
 #include "train/balancer.h"
 #include "train/loader.h"
 #include "train/optim.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
+#include "train/zero1.h"
+#include "dist/comm.h"
+#include "dist/expert_parallel.h"
 
 namespace zaya {
 
@@ -37,6 +46,8 @@ struct StepRecord {
   bool clipped = false, skipped = false;  // skipped: non-finite loss or gradient norm, no update
   uint64_t tokens = 0;                    // tokens trained, this step included
   double seconds = 0, tokens_per_second = 0;
+  double comm_seconds = 0;   // blocked in communication (exposed gradient reduction, gathers, EP all-to-all)
+  bool data_skipped = false; // a skip window: batch drawn, nothing trained
   LayerLoad worst_load;
   std::vector<LayerLoad> loads;
 };
@@ -54,16 +65,55 @@ struct TrainerOptions {
   bool progress = true;     // progress lines on stdout
   bool metrics = true;      // out_dir/metrics.jsonl
   bool save_final = true;   // checkpoint when the loop ends
+  // Weights (and balancing biases) from a zaya checkpoint or an HF directory; fresh optimizer,
+  // balancer and loader state. Ignored when --resume finds a checkpoint of the run itself.
+  std::string init_from;
+  // Data windows to skip: steps s with first <= s <= last (1-based) draw their batch and
+  // advance the schedule but train nothing (a supervisor's answer to repeated anomalies).
+  std::vector<std::pair<int64_t, int64_t>> skip_steps;
+  // Parallel layout: ep, cp (0 = the run config's [parallel]); dp = world / (ep * cp).
+  int ep = 0, cp = 0;
 };
 
-// Points where outside code watches the loop. issue 8's per-rank heartbeat (step, phase,
-// timestamp, step time) hangs on `heartbeat`, called with "start", "step", "eval",
-// "checkpoint" and "done".
+
+// Points where outside code watches or steers the loop (src/ft/ hangs the supervisor's
+// heartbeats, anomaly detection and fault injection here; the trainer knows nothing of them).
+// Every hook is optional and called on every rank.
+enum class StepVerdict { Update = 0, Skip = 1, Abort = 2 };  // ordered: ranks agree on the max
+
+struct StepCheck {
+  int64_t step = 0;        // the step being taken (1-based: steps completed after it)
+  double loss = 0;         // global-batch mean loss (identical on every rank)
+  double grad_norm = 0;    // global gradient norm before clipping (identical on every rank)
+  bool finite = true;      // loss and grad_norm are both finite
+};
+
 struct TrainerHooks {
+  // Per-rank heartbeat: stage is "start", "step", "eval", "checkpoint" (before the save),
+  // "checkpoint_done" or "done"; step = steps completed; step_seconds for "step".
   std::function<void(const char* stage, int64_t step, double step_seconds)> heartbeat;
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const EvalRecord&)> on_eval;
+  // Called before step `step` (1-based) draws its batch: fault injection (kill, hang, slow).
+  std::function<void(int64_t step)> before_step;
+  // Called after backward, before the gradient reduction: fault injection into this rank's
+  // gradients (e.g. NaN). grads: this rank's flat gradient buffer of n elements.
+  std::function<void(int64_t step, float* grads, size_t n)> after_backward;
+  // Decides whether the step updates the weights. Without it: Skip when !finite, else
+  // Update. The verdicts of all ranks are reduced (max) so every rank does the same;
+  // Abort throws AnomalyAbort after the step is recorded (nothing updated).
+  std::function<StepVerdict(const StepCheck&)> judge;
+  // Called on every rank after a checkpoint is complete (dir = the final step directory).
+  std::function<void(int64_t step, const std::string& dir)> after_checkpoint;
 };
+
+// Thrown by the loop when a judge returns Abort (e.g. K consecutive anomalies); the CLI
+// exits with kExitAnomalies so a supervisor can roll back and skip the data window.
+struct AnomalyAbort : Error {
+  int64_t step;
+  AnomalyAbort(const std::string& what, int64_t s) : Error(what), step(s) {}
+};
+constexpr int kExitAnomalies = 17;
 
 class Trainer {
  public:
@@ -82,13 +132,19 @@ class Trainer {
   const RunConfig& config() const { return cfg_; }
   const TrainPlan& plan() const { return plan_; }
   Model<float>& model() { return *model_; }
-  Optimizer& optimizer() { return *optimizer_; }
+  Optimizer& optimizer() { return zero1_->optimizer(); }
+  dist::Zero1& zero1() { return *zero1_; }
+  const dist::Groups& groups() const { return groups_; }
+  bool is_root() const { return root_; }
   RouterBalancer& balancer() { return *balancer_; }
   DataLoader& loader() { return *loader_; }
   int64_t skipped_steps() const { return skipped_; }
 
  private:
   void enter_phase(int phase);
+  void init_weights_from(const std::string& path);
+  bool in_skip_window(int64_t step) const;
+  StepVerdict agree(StepVerdict v);
   void log_progress(const StepRecord& r);
   void write_metrics(const nlohmann::json& j);
   void trim_metrics_after(int64_t step);
@@ -98,8 +154,11 @@ class Trainer {
   TrainerOptions options_;
   TrainerHooks hooks_;
   TrainPlan plan_;
+  dist::Groups groups_;  // world = DP x EP x CP and this rank's groups
+  bool root_ = true;     // world rank 0: progress, metrics, manifest
   std::unique_ptr<Model<float>> model_;
-  std::unique_ptr<Optimizer> optimizer_;
+  dist::EpExperts<float>* ep_experts_ = nullptr;  // owned by the model (expert parallel only)
+  std::unique_ptr<dist::Zero1> zero1_;            // gradient reduction + (sharded) optimizer
   std::unique_ptr<RouterBalancer> balancer_;
   std::unique_ptr<DataLoader> loader_;
   std::vector<TokenStream> val_;  // one per source with validation shards

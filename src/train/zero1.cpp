@@ -1,4 +1,4 @@
-#include "dist/zero1.h"
+#include "train/zero1.h"
 
 #include <algorithm>
 #include <cmath>
