@@ -11,11 +11,15 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-matplotlib
   bible-kjv
+  nodejs
 )
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm (tests/hf_tokenizer_ref.sh): Debian's package, unless the installed nodejs bundles it
+# (NodeSource's does, and conflicts with Debian's npm).
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -63,15 +63,14 @@ void run(const GenArgs& a) {
   if (fs::exists(fs::path(a.ckpt) / "config.json")) {  // an HF directory
     model = std::make_unique<zaya::Model<float>>(zaya::load_model_config(a.ckpt));
     zaya::load_hf_weights(a.ckpt, *model);
-    if (tok_path.empty() && fs::exists(fs::path(a.ckpt) / "tokenizer.model"))
-      tok_path = (fs::path(a.ckpt) / "tokenizer.model").string();
+    if (tok_path.empty()) tok_path = zaya::find_model_tokenizer(a.ckpt);  // tokenizer.json, else .model
   } else {
     zaya::Checkpoint ck(a.ckpt);
     model = std::make_unique<zaya::Model<float>>(zaya::checkpoint_model_config(ck));
     zaya::load_checkpoint_model(ck, *model);
     if (tok_path.empty()) tok_path = zaya::checkpoint_tokenizer(ck);
   }
-  ZAYA_CHECK(!tok_path.empty(), a.ckpt, ": no tokenizer.model there; pass --tokenizer");
+  ZAYA_CHECK(!tok_path.empty(), a.ckpt, ": no tokenizer.json or tokenizer.model there; pass --tokenizer");
   auto tok = zaya::load_tokenizer(tok_path);
   const int V = model->cfg().vocab_size;
   ZAYA_CHECK(tok->vocab_size() <= V, "tokenizer ", tok_path, " has ", tok->vocab_size(),
@@ -136,7 +135,7 @@ ZAYA_COMMAND("generate", "Sample text from a checkpoint (temperature, top-k, top
                app.add_option("--max-tokens", a->max_tokens, "tokens to generate at most")
                    ->capture_default_str()
                    ->check(CLI::PositiveNumber);
-               app.add_option("--tokenizer", a->tokenizer, "SentencePiece model (default: the checkpoint's)");
+               app.add_option("--tokenizer", a->tokenizer, "tokenizer.json or SentencePiece .model (default: the checkpoint's)");
                app.add_flag("--no-eos-prefix", a->no_eos_prefix, "do not start the context with EOS");
                app.callback([a] { run(*a); });
              });

@@ -49,7 +49,7 @@ void run(const Opts& o) {
   if (!o.text.empty()) {  // tokenize with --tokenizer, else the run's / directory's own tokenizer
     std::string tok = o.tokenizer;
     if (tok.empty() && ck) tok = zaya::checkpoint_tokenizer(*ck);
-    if (tok.empty() && !o.model.empty()) tok = o.model + "/tokenizer.model";
+    if (tok.empty() && !o.model.empty()) tok = zaya::find_model_tokenizer(o.model);  // tokenizer.json, else .model
     if (tok.empty()) zaya::fail("--text needs a tokenizer: pass --tokenizer MODEL");
     std::ifstream f(o.text, std::ios::binary);
     if (!f) zaya::fail(o.text, ": cannot open");
@@ -98,7 +98,7 @@ ZAYA_COMMAND("score", "Log-probabilities of tokens under a model, mean loss and 
   app.add_option("--ckpt", o->ckpt, "zaya checkpoint (a step directory, its root or a run directory)");
   app.add_option("--ids", o->ids, "file of whitespace-separated token ids");
   app.add_option("--text", o->text, "raw text file, tokenized with the run's (or --tokenizer) tokenizer");
-  app.add_option("--tokenizer", o->tokenizer, "SentencePiece .model for --text");
+  app.add_option("--tokenizer", o->tokenizer, "tokenizer.json or SentencePiece .model for --text");
   app.add_flag("--json", o->json, "print {\"logprobs\": [...], \"loss\": x, \"tokens\": n}");
   app.callback([o] { run(*o); });
 });

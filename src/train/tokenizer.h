@@ -1,5 +1,5 @@
-// Tokenizers: an abstract interface (so a Hugging Face tokenizer.json implementation can be
-// added later) and a SentencePiece implementation that trains a model on raw text or loads
+// Tokenizers: an abstract interface (the Hugging Face tokenizer.json implementation is in
+// hf_tokenizer.h) and a SentencePiece implementation that trains a model on raw text or loads
 // an existing .model file (Gemma's tokenizer.model included).
 //
 // Special ids of models trained here follow Gemma's layout: pad=0, eos=1, bos=2, unk=3.
@@ -75,8 +75,12 @@ class SentencePieceTokenizer final : public Tokenizer {
 void train_sentencepiece(const std::vector<std::string>& input_files, const std::string& model_path,
                          const SentencePieceTrainOptions& opt);
 
-// Opens a tokenizer by file: a SentencePiece .model (anything that is not tokenizer.json).
-// tokenizer.json (Hugging Face) is recognised and refused with a clear error for now.
+// Opens a tokenizer by file: a Hugging Face tokenizer.json (recognised by its content, a
+// JSON object, whatever the file's name; see hf_tokenizer.h) or a SentencePiece .model.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+// A model directory's own tokenizer: tokenizer.json if present, else tokenizer.model;
+// empty when it has neither.
+std::string find_model_tokenizer(const std::string& dir);
 
 }  // namespace zaya
