@@ -11,74 +11,7 @@
 #   bash tests/dist_train.sh <zaya-binary> <build-dir>
 set -euo pipefail
 ZAYA=$(realpath "${1:?usage: dist_train.sh <zaya-binary> <build-dir>}")
-PY=${ZAYA_PYTHON:-/usr/bin/python3}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-MPIRUN=(mpirun --oversubscribe)
-[ "$(id -u)" -eq 0 ] && MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-CMP=tools/ckpt_compare.py
-
-"$ZAYA" prepare --input tests/data/kjv_sample.txt --out "$T/data" --vocab-size 384 --val-fraction 0.1 > "$T/prep.log" 2>&1 ||
-  { cat "$T/prep.log"; fail "prepare"; }
-cat > "$T/run.toml" <<TOML
-[run]
-name = "dist"
-out_dir = "$T/unused"
-seed = 3
-[model]
-config = "configs/zaya1-tiny.toml"
-vocab_size = 384
-[[data.sources]]
-name = "kjv"
-dir = "$T/data"
-[[phases]]
-name = "base"
-tokens = 5120
-seq_len = 32
-rope_theta = 10000.0
-mixture = { kjv = 1.0 }
-[batch]
-global_batch = 8
-micro_batch = 2
-[optimizer]
-kind = "muon"
-lr = 1e-2
-grad_clip = 1.0
-[schedule]
-kind = "cosine"
-warmup_steps = 2
-[balancing]
-method = "bias_adamw"
-lr = 1e-2
-[eval]
-interval = 10
-windows = 4
-batch = 2
-[checkpoint]
-interval = 10
-keep_last = 3
-[parallel]
-comm_timeout = 120
-TOML
-
-losses() { grep '"type":"step"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
-train() {  # name np args...
-  local name=$1 np=$2; shift 2
-  if [ "$np" = 1 ]; then
-    "$ZAYA" train --config "$T/run.toml" --out "$T/$name" --quiet "$@" > "$T/$name.log" 2>&1 ||
-      { cat "$T/$name.log"; fail "$name: run failed"; }
-  else
-    timeout 600 "${MPIRUN[@]}" -np "$np" "$ZAYA" train --config "$T/run.toml" --out "$T/$name" --quiet "$@" \
-      > "$T/$name.log" 2>&1 || { cat "$T/$name.log"; fail "$name: run failed"; }
-  fi
-}
-same_losses() {  # a b tol
-  paste <(losses "$T/$1") <(losses "$T/$2") | awk -v tol="$3" -v n="$1 vs $2" '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d; c++}
-    END {printf "%s: %d steps, max |loss diff| %.3g\n", n, c, m; if (c != 20 || m > tol) exit 1}' ||
-    fail "$1 vs $2: losses differ by more than $3"
-}
+source tests/lib/dist_env.sh
 
 train w1 1
 [ "$(losses "$T/w1" | wc -l)" -eq 20 ] || fail "w1: expected 20 step records"

@@ -3,10 +3,8 @@
 // Tensors (global names, see ckpt/checkpoint.h): "param/<hf name>", "optim.m/<hf name>",
 // "optim.v/<hf name>" (AdamW tensors only), "buffer/<hf name>", "balancer.m/<hf name>",
 // "balancer.v/<hf name>". Who writes what:
-//   params-rNNNNN.safetensors, optim-rNNNNN.safetensors: world rank N writes the parameters
-//     and optimizer moments of its ZeRO-1 shard (without ZeRO-1: DP rank 0 writes them all),
-//     of its own experts, and of the non-expert tensors only when it is EP rank 0 (they are
-//     replicated over EP). Every element of every tensor is written exactly once.
+//   params-rNNNNN.safetensors, optim-rNNNNN.safetensors: world rank N's cut of the
+//     parameters and optimizer moments (train/ckpt_layout.h: its ZeRO-1 shard, its experts).
 //   buffers.safetensors: world rank 0 (balancing biases and their optimizer: replicated).
 // Rank 0 gathers every rank's slice list and writes the one manifest. Loading reads each
 // rank's needs by global name and element offset, so a checkpoint loads under any DP / EP
@@ -26,6 +24,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "train/ckpt_layout.h"
 #include "train/trainer.h"
 
 namespace zaya {
@@ -35,12 +34,6 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kBuffersFile = "buffers.safetensors";
-
-std::string rank_file(const char* kind, int rank) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%s-r%05d.safetensors", kind, rank);
-  return buf;
-}
 
 // Every rank's string, on every rank (manifest pieces are small).
 std::vector<std::string> all_gather_strings(const dist::Communicator& c, const std::string& s) {
@@ -72,16 +65,14 @@ std::string Trainer::save_checkpoint() {
   CheckpointWriter w(cfg_.ckpt_dir, step_, std::to_string(tag));
   const std::string params_file = rank_file("params", wr), optim_file = rank_file("optim", wr);
   const FlatRange own = zero1_->owned();
-  const FlatRange mine = (cfg_.zero1 || L.dp_rank == 0) && L.cp_rank == 0 ? own : FlatRange{0, 0};
   const Optimizer& opt = zero1_->optimizer();
-  for (const ParamInfo& p : model_->layout.params.params) {
-    if (p.expert < 0 && L.ep_rank != 0) continue;  // replicated over EP: EP rank 0 writes it
-    const size_t b = std::max(p.offset, mine.begin), e = std::min(p.offset + p.numel, mine.end);
-    if (b >= e) continue;
-    w.add_f32(params_file, "param/" + p.name, p.shape, b - p.offset, e - b, model_->params.data() + b);
-    w.add_f32(optim_file, "optim.m/" + p.name, p.shape, b - p.offset, e - b, opt.m().data() + (b - own.begin));
+  for (const SliceCut& c : rank_param_cuts(model_->layout.params, own, L, cfg_.zero1)) {
+    const ParamInfo& p = *c.p;
+    const size_t n = c.end - c.begin;
+    w.add_f32(params_file, "param/" + p.name, p.shape, c.begin, n, model_->params.data() + c.flat());
+    w.add_f32(optim_file, "optim.m/" + p.name, p.shape, c.begin, n, opt.m().data() + (c.flat() - own.begin));
     if (!opt.uses_muon(p))
-      w.add_f32(optim_file, "optim.v/" + p.name, p.shape, b - p.offset, e - b, opt.v().data() + (b - own.begin));
+      w.add_f32(optim_file, "optim.v/" + p.name, p.shape, c.begin, n, opt.v().data() + (c.flat() - own.begin));
   }
   if (root_) {
     for (const ParamInfo& p : model_->layout.buffers.params) {
