@@ -247,8 +247,14 @@ void SafetensorsWriter::write(const std::string& path) const {
   write_file_atomic(path, buf.data(), buf.size());
 }
 
+std::function<void(const std::string& path)>& write_fault_hook() {
+  static std::function<void(const std::string& path)> hook;
+  return hook;
+}
+
 void write_file_atomic(const std::string& path, const void* bytes, size_t n) {
   namespace fs = std::filesystem;
+  if (write_fault_hook()) write_fault_hook()(path);
   fs::path p(path);
   std::string tmp = (p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(getpid()))).string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

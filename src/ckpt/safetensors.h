@@ -4,6 +4,7 @@
 // the format's own rules do; every error names the file and the tensor or field at fault.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -78,5 +79,10 @@ class SafetensorsWriter {
 
 // Writes `bytes` to `path` atomically (tmp + fsync + rename + fsync dir).
 void write_file_atomic(const std::string& path, const void* bytes, size_t n);
+
+// Fault injection seam (src/ft/, `--inject enospc:...`): when set, write_file_atomic calls it
+// with the destination path before creating anything; it may throw (a simulated ENOSPC).
+// Empty in normal runs.
+std::function<void(const std::string& path)>& write_fault_hook();
 
 }  // namespace zaya

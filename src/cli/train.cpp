@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "dist/comm.h"
+#include "ft/train_hooks.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -18,6 +19,7 @@ struct TrainArgs {
   bool resume = false, quiet = false;
   int64_t steps = -1;
   int ep = 0, cp = 0;
+  zaya::ft::FtTrainOptions ft;  // --inject, --skip-steps, --anomaly-*, --heartbeat-dir
 };
 
 void run(const TrainArgs& a) {
@@ -37,6 +39,7 @@ void run(const TrainArgs& a) {
   opt.ep = a.ep;
   opt.cp = a.cp;
   zaya::TrainerHooks hooks;
+  zaya::ft::install(a.ft, opt, hooks, cfg.out_dir);
   zaya::Trainer trainer(std::move(cfg), opt, std::move(hooks));
   trainer.run();
 }
@@ -86,5 +89,6 @@ ZAYA_COMMAND("train", "Pretrain a model as a run config (TOML) says: phases, opt
       ->check(CLI::PositiveNumber);
   app.add_option("--cp", a->cp, "context-parallel degree (overrides parallel.cp)")->check(CLI::PositiveNumber);
   app.add_flag("--quiet", a->quiet, "no progress lines (metrics.jsonl is still written)");
+  zaya::ft::add_train_flags(app, a->ft);
   app.callback([a] { run_guarded(*a); });
 });

@@ -1,0 +1,444 @@
+#include "ft/supervisor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/safetensors.h"
+#include "core/error.h"
+#include "ft/heartbeat.h"
+#include "ft/job.h"
+#include "ft/rollback.h"
+#include "ft/train_hooks.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+namespace zaya::ft {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+volatile sig_atomic_t g_interrupted = 0;
+void on_signal(int) { g_interrupted = 1; }
+
+double now_s() {
+  static const auto t0 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string iso_time() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool has_flag(const std::vector<std::string>& a, const std::string& f) {
+  return std::find(a.begin(), a.end(), f) != a.end();
+}
+
+std::string flag_value(const std::vector<std::string>& a, const std::string& f) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == f && i + 1 < a.size()) return a[i + 1];
+    if (a[i].rfind(f + "=", 0) == 0) return a[i].substr(f.size() + 1);
+  }
+  return "";
+}
+
+struct Outcome {
+  enum Kind { Success, Crash, Hang, Anomalies, Interrupted } kind = Success;
+  int rank = -1;
+  std::string stage, message;
+  int exit_code = -1, signal = 0;
+  int64_t step = 0;         // steps completed when it failed
+  double failure_time = 0;  // when the run was last seen making progress
+  int64_t first = 0, last = 0;  // anomaly window
+};
+
+const char* kind_name(Outcome::Kind k) {
+  switch (k) {
+    case Outcome::Success: return "success";
+    case Outcome::Crash: return "crash";
+    case Outcome::Hang: return "hang";
+    case Outcome::Anomalies: return "anomalies";
+    case Outcome::Interrupted: return "interrupted";
+  }
+  return "?";
+}
+
+struct RankWatch {
+  Heartbeat hb;
+  bool have = false, stepped = false;
+  double last_change = 0, dead_since = -1;
+  int over = 0;
+  bool reported = false;
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(LaunchOptions o) : o_(std::move(o)) {}
+  int run();
+
+ private:
+  std::vector<std::string> command(bool resume) const;
+  Outcome attempt(bool resume);
+  void check_stragglers(std::vector<RankWatch>& w);
+  void record(json incident);
+  void settle_pending(bool recovered, double when);
+  void summary(bool finished);
+
+  LaunchOptions o_;
+  std::vector<std::string> args_;
+  std::string out_dir_, ckpt_dir_, hb_dir_, incidents_path_;
+  std::vector<std::pair<int64_t, int64_t>> skips_;
+  int restarts_ = 0, attempt_no_ = 0;
+  std::optional<json> pending_;  // the last restart's incident, waiting for its recovery
+  double pending_failure_time_ = 0;
+  int64_t pending_step_ = 0;
+  std::map<std::string, int> counts_;
+  std::vector<double> recover_s_;
+  int64_t steps_lost_ = 0;
+  int corrupt_skipped_ = 0;
+  double hb_s_ = 0, steps_s_ = 0;
+  int64_t hb_writes_ = 0;
+  int64_t straggle_step_ = -1;  // the last step compared across ranks
+};
+
+std::vector<std::string> Supervisor::command(bool resume) const {
+  std::vector<std::string> c;
+  if (o_.np > 1) {
+    c = {o_.mpirun};
+    if (::geteuid() == 0) c.push_back("--allow-run-as-root");
+    c.insert(c.end(), {"--oversubscribe", "-np", std::to_string(o_.np)});
+  }
+  c.push_back(o_.zaya);
+  c.push_back("train");
+  c.insert(c.end(), args_.begin(), args_.end());
+  c.insert(c.end(), {"--heartbeat-dir", hb_dir_});
+  if (resume && !has_flag(args_, "--resume")) c.push_back("--resume");
+  for (auto [a, b] : skips_) c.insert(c.end(), {"--skip-steps", cat(a, ":", b)});
+  return c;
+}
+
+void Supervisor::record(json incident) {
+  std::ofstream out(incidents_path_, std::ios::app);
+  out << incident.dump() << "\n";
+}
+
+// The restart's incident is written once the run is back where it failed (or at the next
+// failure / the end, unrecovered): seconds_lost is then known.
+void Supervisor::settle_pending(bool recovered, double when) {
+  if (!pending_) return;
+  json& j = *pending_;
+  const double lost = std::max(0.0, when - pending_failure_time_);
+  j["recovered"] = recovered;
+  j["seconds_lost"] = std::round(lost * 1000) / 1000;
+  if (recovered) recover_s_.push_back(lost);
+  record(j);
+  pending_.reset();
+}
+
+void Supervisor::check_stragglers(std::vector<RankWatch>& w) {
+  if (w.size() < 2) return;
+  std::vector<double> t;
+  for (const RankWatch& r : w) {
+    if (!r.have || r.hb.stage != "step" || r.hb.step != w[0].hb.step || r.hb.compute_s <= 0) return;
+    t.push_back(r.hb.compute_s);
+  }
+  if (w[0].hb.step == straggle_step_) return;
+  straggle_step_ = w[0].hb.step;
+  std::vector<double> sorted = t;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[(sorted.size() - 1) / 2];  // the lower median: with 2 ranks, the faster one
+  for (size_t r = 0; r < w.size(); ++r) {
+    w[r].over = t[r] > o_.straggler_factor * median ? w[r].over + 1 : 0;
+    if (w[r].over < o_.straggler_steps || w[r].reported) continue;
+    w[r].reported = true;
+    ++counts_["straggler"];
+    std::printf("launch: straggler: rank %zu computes step %lld in %.3f s, %.1fx the median %.3f s\n", r,
+                (long long)w[r].hb.step, t[r], t[r] / median, median);
+    std::fflush(stdout);
+    record({{"time", iso_time()}, {"unix", std::time(nullptr)}, {"kind", "straggler"}, {"rank", r},
+            {"step_at_failure", w[r].hb.step}, {"step_resumed_from", nullptr}, {"seconds_lost", 0},
+            {"compute_s", t[r]}, {"median_s", median}, {"factor", t[r] / median}, {"attempt", attempt_no_}});
+  }
+}
+
+Outcome Supervisor::attempt(bool resume) {
+  ++attempt_no_;
+  std::error_code ec;
+  fs::create_directories(hb_dir_, ec);
+  for (int r = 0; r < std::max(o_.np, 64); ++r) fs::remove(heartbeat_path(hb_dir_, r), ec);
+  fs::remove(fs::path(out_dir_) / kAbortFile, ec);
+  const std::vector<std::string> cmd = command(resume);
+  std::string line;
+  for (const std::string& c : cmd) line += (line.empty() ? "" : " ") + c;
+  std::printf("launch: attempt %d: %s\n", attempt_no_, line.c_str());
+  std::fflush(stdout);
+
+  straggle_step_ = -1;
+  Job job(cmd);
+  const double t_start = now_s();
+  std::vector<RankWatch> w(size_t(o_.np));
+  for (RankWatch& r : w) r.last_change = t_start;
+  int64_t progress = -1;
+  double progress_time = t_start;
+  Outcome out;
+  auto rank_pids = [&] {
+    std::vector<int> p;
+    for (const RankWatch& r : w)
+      if (r.have) p.push_back(r.hb.pid);
+    return p;
+  };
+  auto finish = [&](Outcome::Kind k, int rank, const std::string& stage) {
+    out.kind = k;
+    out.rank = rank;
+    out.stage = stage;
+    out.step = std::max<int64_t>(progress, 0);
+    out.failure_time = progress_time;
+  };
+  for (;;) {
+    job.pump_stderr();
+    const double now = now_s();
+    for (int r = 0; r < o_.np; ++r) {
+      Heartbeat hb;
+      RankWatch& x = w[size_t(r)];
+      if (!read_heartbeat(heartbeat_path(hb_dir_, r), hb) || (x.have && hb.seq == x.hb.seq)) continue;
+      x.hb = hb;
+      x.have = true;
+      x.last_change = now;
+      if (hb.stage == "step") x.stepped = true;
+    }
+    int64_t least = -1;
+    bool all = true;
+    for (const RankWatch& x : w) {
+      if (!x.have) all = false;
+      else least = least < 0 ? x.hb.step : std::min(least, x.hb.step);
+    }
+    if (all && least > progress) progress = least, progress_time = now;
+    if (pending_ && all && least >= pending_step_) settle_pending(true, now);
+
+    if (job.poll_exit()) {
+      job.pump_stderr();
+      if (job.exit_code() == 0) {
+        out.kind = Outcome::Success;
+        break;
+      }
+      // Which rank: under mpirun, the one whose process went first; alone, rank 0.
+      int rank = o_.np == 1 ? 0 : -1;
+      for (int r = 0; r < o_.np && rank < 0; ++r)
+        if (w[size_t(r)].dead_since >= 0) rank = r;
+      std::ifstream abort_file(fs::path(out_dir_) / kAbortFile);
+      if (job.exit_code() == kExitAnomalies || abort_file) {
+        finish(Outcome::Anomalies, rank < 0 ? 0 : rank, "step");
+        json a = json::parse(abort_file, nullptr, false);
+        out.first = a.is_object() ? a.value("first", int64_t(0)) : 0;
+        out.last = a.is_object() ? a.value("last", int64_t(0)) : 0;
+        if (out.last > 0) out.step = out.last;
+      } else {
+        finish(Outcome::Crash, rank, rank >= 0 && w[size_t(rank)].have ? w[size_t(rank)].hb.stage : "");
+      }
+      break;
+    }
+    if (g_interrupted) {
+      finish(Outcome::Interrupted, -1, "");
+      break;
+    }
+    // A rank gone while the job runs (mpirun): give the launcher a moment to end on its own.
+    bool crashed = false;
+    for (int r = 0; r < o_.np && o_.np > 1; ++r) {
+      RankWatch& x = w[size_t(r)];
+      if (!x.have || x.hb.stage == "done" || x.dead_since >= 0 || process_alive(x.hb.pid)) continue;
+      x.dead_since = now;
+    }
+    for (int r = 0; r < o_.np && !crashed; ++r)
+      if (w[size_t(r)].dead_since >= 0 && now - w[size_t(r)].dead_since > 3.0) {
+        finish(Outcome::Crash, r, w[size_t(r)].hb.stage);
+        crashed = true;
+      }
+    if (crashed) break;
+    // Hangs: no progress within the timeout of the stage the rank is in.
+    bool hung = false;
+    for (int r = 0; r < o_.np && !hung; ++r) {
+      const RankWatch& x = w[size_t(r)];
+      if (x.have && x.hb.stage == "done") continue;
+      const bool ckpt = x.have && x.hb.stage == "checkpoint";
+      const double limit = !x.stepped && !ckpt ? o_.startup_timeout : ckpt ? o_.checkpoint_timeout : o_.step_timeout;
+      if (now - x.last_change <= limit) continue;
+      const std::string stage = !x.have ? "startup" : x.hb.stage;
+      std::printf("launch: rank %d hung: no heartbeat progress for %.1f s (stage %s, %s timeout %.1f s)\n", r,
+                  now - x.last_change, stage.c_str(), !x.stepped && !ckpt ? "start-up" : ckpt ? "checkpoint" : "step",
+                  limit);
+      std::fflush(stdout);
+      finish(Outcome::Hang, r, stage);
+      hung = true;
+    }
+    if (hung) break;
+    check_stragglers(w);
+    std::this_thread::sleep_for(std::chrono::duration<double>(o_.poll_s));
+  }
+  if (out.kind != Outcome::Success || !job.exited()) job.terminate(rank_pids(), o_.term_grace_s);
+  out.exit_code = job.exit_code();
+  out.signal = job.signal();
+  out.message = job.last_error_line();
+  for (const RankWatch& x : w) {
+    if (!x.have) continue;
+    hb_s_ += x.hb.hb_s;
+    steps_s_ += x.hb.steps_s;
+    hb_writes_ += x.hb.writes;
+  }
+  return out;
+}
+
+int Supervisor::run() {
+  args_ = o_.train_args;
+  if (!args_.empty() && args_[0] == "train") args_.erase(args_.begin());
+  const std::string config = flag_value(args_, "--config");
+  ZAYA_CHECK(!config.empty(), "launch: the train arguments after -- need --config RUN.toml");
+  RunConfig cfg = load_run_config(config);
+  const std::string out = flag_value(args_, "--out");
+  if (!out.empty()) {  // the same override `zaya train --out` applies
+    if (cfg.ckpt_dir == cfg.out_dir + "/ckpt") cfg.ckpt_dir = out + "/ckpt";
+    cfg.out_dir = out;
+  }
+  out_dir_ = cfg.out_dir;
+  ckpt_dir_ = cfg.ckpt_dir;
+  hb_dir_ = (fs::path(out_dir_) / "heartbeat").string();
+  incidents_path_ = (fs::path(out_dir_) / "incidents.jsonl").string();
+  std::error_code ec;
+  fs::create_directories(out_dir_, ec);
+  bool resume = has_flag(args_, "--resume");
+  if (!resume) fs::remove(incidents_path_, ec);
+  if (o_.zaya.empty()) o_.zaya = fs::read_symlink("/proc/self/exe").string();
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  bool finished = false;
+  for (;;) {
+    Outcome o = attempt(resume);
+    if (o.kind == Outcome::Success) {
+      settle_pending(true, now_s());
+      finished = true;
+      break;
+    }
+    settle_pending(false, now_s());
+    if (o.kind == Outcome::Interrupted) {
+      std::printf("launch: interrupted; the job is ended\n");
+      break;
+    }
+    ++counts_[kind_name(o.kind)];
+    std::string how = o.kind == Outcome::Hang ? "hung" : o.kind == Outcome::Anomalies ? "aborted on anomalies" : "";
+    if (o.kind == Outcome::Crash)
+      how = o.signal ? cat("killed by signal ", o.signal) : o.exit_code >= 0 ? cat("exited with code ", o.exit_code) : "died";
+    std::printf("launch: %s: rank %d %s at step %lld%s%s\n", kind_name(o.kind), o.rank, how.c_str(),
+                (long long)o.step, o.stage.empty() ? "" : cat(" (stage ", o.stage, ")").c_str(),
+                o.message.empty() ? "" : cat(": ", o.message).c_str());
+    json inc = {{"time", iso_time()},       {"unix", std::time(nullptr)},
+                {"kind", kind_name(o.kind)}, {"rank", o.rank < 0 ? json(nullptr) : json(o.rank)},
+                {"stage", o.stage},          {"step_at_failure", o.step},
+                {"attempt", attempt_no_},    {"exit_code", o.exit_code >= 0 ? json(o.exit_code) : json(nullptr)},
+                {"signal", o.signal ? json(o.signal) : json(nullptr)}, {"message", o.message}};
+    if (restarts_ >= o_.max_restarts) {
+      inc["step_resumed_from"] = nullptr;
+      inc["gave_up"] = true;
+      inc["seconds_lost"] = nullptr;
+      record(inc);
+      std::printf("launch: giving up after %d restart(s) (--max-restarts %d)\n", restarts_, o_.max_restarts);
+      break;
+    }
+    const int64_t below = o.kind == Outcome::Anomalies ? o.first : 0;
+    ResumePoint rp = choose_resume_point(ckpt_dir_, below);
+    json corrupt = json::array();
+    for (auto& [step, err] : rp.corrupt) {
+      std::printf("launch: checkpoint step %lld does not verify (%s); falling back to an older one\n",
+                  (long long)step, err.c_str());
+      corrupt.push_back({{"step", step}, {"error", err}});
+      ++corrupt_skipped_;
+    }
+    if (!rp.rolled_back.empty())
+      std::printf("launch: %zu checkpoint(s) inside or after the anomaly window set aside\n", rp.rolled_back.size());
+    if (o.kind == Outcome::Anomalies && o.first > 0) {
+      skips_.push_back({o.first, o.last});
+      inc["skip_window"] = {o.first, o.last};
+    }
+    ++restarts_;
+    const double backoff = std::min(o_.backoff_max_s, o_.backoff_s * std::pow(2.0, restarts_ - 1));
+    inc["step_resumed_from"] = rp.step;
+    inc["checkpoint"] = rp.dir;
+    inc["steps_lost"] = std::max<int64_t>(0, o.step - rp.step);
+    inc["fallback_from"] = corrupt;
+    inc["backoff_s"] = backoff;
+    inc["restart"] = restarts_;
+    steps_lost_ += std::max<int64_t>(0, o.step - rp.step);
+    pending_ = inc;
+    pending_failure_time_ = o.failure_time;
+    pending_step_ = o.step;
+    std::printf("launch: restart %d/%d in %.2f s from %s%s\n", restarts_, o_.max_restarts, backoff,
+                rp.dir.empty() ? "scratch (no checkpoint verifies)" : rp.dir.c_str(),
+                o.kind == Outcome::Anomalies ? cat(", skipping steps ", o.first, "-", o.last).c_str() : "");
+    std::fflush(stdout);
+    const double until = now_s() + backoff;
+    while (now_s() < until && !g_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (g_interrupted) break;
+    resume = true;
+  }
+  settle_pending(false, now_s());
+  summary(finished);
+  return finished ? 0 : 1;
+}
+
+void Supervisor::summary(bool finished) {
+  double mean = 0, mx = 0;
+  for (double s : recover_s_) mean += s / double(recover_s_.size()), mx = std::max(mx, s);
+  const double overhead = steps_s_ > 0 ? hb_s_ / steps_s_ : 0;
+  json j = {{"finished", finished},
+            {"attempts", attempt_no_},
+            {"restarts", restarts_},
+            {"incidents", counts_},
+            {"recovered", recover_s_.size()},
+            {"recover_s_mean", mean},
+            {"recover_s_max", mx},
+            {"steps_lost", steps_lost_},
+            {"corrupt_checkpoints_skipped", corrupt_skipped_},
+            {"skip_windows", skips_},
+            {"heartbeat_writes", hb_writes_},
+            {"heartbeat_s", hb_s_},
+            {"step_s", steps_s_},
+            {"heartbeat_overhead", overhead}};
+  const std::string text = j.dump(1) + "\n";
+  write_file_atomic((fs::path(out_dir_) / "launch-summary.json").string(), text.data(), text.size());
+  std::string inc;
+  for (auto& [k, n] : counts_) inc += cat(inc.empty() ? "" : ", ", k, " ", n);
+  std::printf("launch summary: %s; %d attempt(s), %d restart(s); incidents: %s\n",
+              finished ? "finished" : "NOT finished", attempt_no_, restarts_, inc.empty() ? "none" : inc.c_str());
+  std::printf("launch summary: recovered %zu, seconds lost mean %.2f max %.2f, steps lost %lld, corrupt "
+              "checkpoints skipped %d, skipped windows %zu\n",
+              recover_s_.size(), mean, mx, (long long)steps_lost_, corrupt_skipped_, skips_.size());
+  std::printf("launch summary: heartbeat overhead %.4f%% of step time (%lld writes, %.1f us each)\n", 100 * overhead,
+              (long long)hb_writes_, hb_writes_ ? 1e6 * hb_s_ / double(hb_writes_) : 0.0);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int supervise(const LaunchOptions& o) { return Supervisor(o).run(); }
+
+}  // namespace zaya::ft

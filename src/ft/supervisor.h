@@ -1,0 +1,37 @@
+// zaya launch: runs `zaya train` (through mpirun for np > 1), watches the per-rank heartbeats
+// and restarts the job after a crash (a rank exits non-zero or by a signal), a hang (no
+// heartbeat progress within the start-up, step or checkpoint timeout) or K consecutive
+// anomalies (exit code 17: roll back before them and skip their data window). Each restart
+// resumes from the newest checkpoint that verifies, after an exponential backoff, at most
+// max_restarts times. Stragglers (compute time above factor x the median) are reported.
+//
+// Files under the run's out_dir: incidents.jsonl (one line per incident: time, kind, rank,
+// step_at_failure (steps completed), step_resumed_from, steps_lost, seconds_lost = how much
+// later the run reached step_at_failure again than it first did), launch-summary.json, and
+// heartbeat/ (the ranks' heartbeats).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace zaya::ft {
+
+struct LaunchOptions {
+  int np = 1;
+  int max_restarts = 3;
+  double step_timeout = 120;        // no heartbeat progress between steps (also evals)
+  double startup_timeout = 300;     // from the start until the first step
+  double checkpoint_timeout = 600;  // during a checkpoint save
+  double poll_s = 0.1;
+  double backoff_s = 1, backoff_max_s = 60;
+  double straggler_factor = 1.5;
+  int straggler_steps = 3;          // consecutive observed steps above the factor
+  double term_grace_s = 5;          // SIGTERM -> SIGKILL
+  std::string mpirun = "mpirun";
+  std::string zaya;                 // the zaya binary (default: this executable)
+  std::vector<std::string> train_args;  // `zaya train` arguments (a leading "train" is dropped)
+};
+
+// Returns the exit code for `zaya launch`: 0 when the run finished, 1 when it gave up.
+int supervise(const LaunchOptions& o);
+
+}  // namespace zaya::ft

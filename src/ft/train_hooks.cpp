@@ -1,0 +1,194 @@
+#include "ft/train_hooks.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/safetensors.h"
+#include "core/error.h"
+#include "ft/heartbeat.h"
+#include "ft/inject.h"
+
+namespace zaya::ft {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void append_line(const std::string& path, const std::string& line) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) return;
+  ssize_t w = ::write(fd, line.data(), line.size());
+  (void)w;
+  ::close(fd);
+}
+
+// Everything the hooks share, kept alive by the hooks themselves.
+struct Runtime {
+  int rank = 0;
+  std::string out_dir;
+  std::unique_ptr<HeartbeatWriter> hb;
+  std::unique_ptr<FaultInjector> inject;
+  std::unique_ptr<AnomalyDetector> detector;
+  Clock::time_point step_t0;
+  double unit_s = 0;          // the last forward/backward, the unit of a slow injection's delay
+  double last_compute_s = 0;  // the last step less its time blocked in communication
+
+  void judged(const StepCheck& c, const AnomalyDecision& d) {
+    if (rank != 0) return;
+    const char* what = d.verdict == StepVerdict::Abort ? "aborting the run" : "update skipped";
+    std::fprintf(stderr, "anomaly: step %lld: %s (loss %g, grad norm %g%s), %d in a row, %lld in all: %s\n",
+                 (long long)c.step, d.kind.c_str(), c.loss, c.grad_norm,
+                 d.z != 0 ? cat(", z ", d.z).c_str() : "", d.consecutive, (long long)detector->anomalies(), what);
+    json j = {{"step", c.step}, {"kind", d.kind}, {"loss", std::isfinite(c.loss) ? json(c.loss) : json(nullptr)},
+              {"grad_norm", std::isfinite(c.grad_norm) ? json(c.grad_norm) : json(nullptr)},
+              {"z", d.z}, {"consecutive", d.consecutive},
+              {"verdict", d.verdict == StepVerdict::Abort ? "abort" : "skip"}};
+    append_line((fs::path(out_dir) / kAnomaliesFile).string(), j.dump() + "\n");
+    if (d.verdict == StepVerdict::Abort) {
+      const std::string text = json{{"first", d.first_step}, {"last", c.step}, {"kind", d.kind}}.dump() + "\n";
+      write_file_atomic((fs::path(out_dir) / kAbortFile).string(), text.data(), text.size());
+    }
+  }
+};
+
+}  // namespace
+
+void add_train_flags(CLI::App& app, FtTrainOptions& o) {
+  app.add_option("--inject", o.inject,
+                 "fault injection, repeatable: kill:rank=R,step=S | hang:rank=R,step=S[,at=checkpoint] | nan:step=S | "
+                 "spike:step=S[,factor=F] | corrupt-ckpt[:step=S] | enospc:step=S[,nth=K] | slow:rank=R,factor=F "
+                 "(also ZAYA_INJECT)");
+  app.add_option("--skip-steps", o.skip_steps,
+                 "data windows A:B (1-based, inclusive) whose batches are drawn but not trained on; repeatable");
+  app.add_option("--anomaly-zscore", o.anomaly_z,
+                 "skip a step whose loss or gradient norm is this many standard deviations above the rolling "
+                 "window (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--anomaly-loss-zscore", o.loss_z, "loss spike threshold (default: --anomaly-zscore)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--anomaly-gnorm-zscore", o.grad_norm_z, "gradient-norm spike threshold (default: --anomaly-zscore)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--anomaly-window", o.window, "steps in the rolling window")->capture_default_str()->check(CLI::Range(2, 100000));
+  app.add_option("--anomaly-max-consecutive", o.max_consecutive,
+                 "this many anomalous steps in a row end the run with exit code 17 (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--heartbeat-dir", o.heartbeat_dir, "write per-rank heartbeats here (zaya launch sets it)");
+}
+
+std::pair<int64_t, int64_t> parse_skip_window(const std::string& s) {
+  const size_t colon = s.find(':');
+  auto num = [&](const std::string& v) {
+    size_t used = 0;
+    long long x = -1;
+    try {
+      x = std::stoll(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ZAYA_CHECK(!v.empty() && used == v.size() && x >= 1, "--skip-steps ", s, ": \"", v, "\" is not a step >= 1");
+    return int64_t(x);
+  };
+  const int64_t a = num(s.substr(0, colon)), b = colon == std::string::npos ? a : num(s.substr(colon + 1));
+  ZAYA_CHECK(a <= b, "--skip-steps ", s, ": the window ends before it starts");
+  return {a, b};
+}
+
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return 0;
+}
+
+void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, const std::string& out_dir, int rank) {
+  for (const std::string& s : o.skip_steps) {
+    std::string rest = s;  // also "A:B,C:D"
+    size_t at = 0;
+    while (at <= rest.size()) {
+      const size_t comma = rest.find(',', at);
+      const std::string piece = rest.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      if (!piece.empty()) opt.skip_steps.push_back(parse_skip_window(piece));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  std::string spec_list;
+  for (const std::string& s : o.inject) spec_list += s + ";";
+  if (const char* env = std::getenv("ZAYA_INJECT")) spec_list += env;
+  std::vector<FaultSpec> specs = parse_faults(spec_list);
+
+  auto rt = std::make_shared<Runtime>();
+  rt->rank = rank;
+  rt->out_dir = out_dir;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (rank == 0 && !opt.resume) {
+    fs::remove(fs::path(out_dir) / kAnomaliesFile, ec);
+    fs::remove(fs::path(out_dir) / kAbortFile, ec);
+  }
+  std::string hb_dir = o.heartbeat_dir;
+  if (hb_dir.empty())
+    if (const char* env = std::getenv("ZAYA_HEARTBEAT_DIR")) hb_dir = env;
+  if (!hb_dir.empty()) rt->hb = std::make_unique<HeartbeatWriter>(hb_dir, rank);
+  if (!specs.empty())
+    rt->inject = std::make_unique<FaultInjector>(std::move(specs), rank, (fs::path(out_dir) / kFaultsFile).string(),
+                                                 opt.resume);
+  AnomalyOptions ao;
+  ao.loss_z = o.loss_z >= 0 ? o.loss_z : o.anomaly_z;
+  ao.grad_norm_z = o.grad_norm_z >= 0 ? o.grad_norm_z : o.anomaly_z;
+  ao.window = o.window;
+  ao.min_history = std::min(8, o.window);
+  ao.max_consecutive = o.max_consecutive;
+  rt->detector = std::make_unique<AnomalyDetector>(ao);
+
+  auto prev_hb = hooks.heartbeat;
+  hooks.heartbeat = [rt, prev_hb](const char* stage, int64_t step, double step_s) {
+    if (prev_hb) prev_hb(stage, step, step_s);
+    // Written before the injector acts, so a hang at a checkpoint shows the checkpoint stage.
+    if (rt->hb) rt->hb->write(stage, step, step_s, rt->last_compute_s);
+    if (rt->inject) rt->inject->on_stage(stage, step);
+  };
+  auto prev_before = hooks.before_step;
+  hooks.before_step = [rt, prev_before](int64_t step) {
+    if (prev_before) prev_before(step);
+    if (rt->inject) rt->inject->before_step(step, rt->unit_s);
+    rt->step_t0 = Clock::now();  // after an injected delay: it must not compound
+  };
+  auto prev_backward = hooks.after_backward;
+  hooks.after_backward = [rt, prev_backward](int64_t step, float* grads, size_t n) {
+    if (prev_backward) prev_backward(step, grads, n);
+    rt->unit_s = std::chrono::duration<double>(Clock::now() - rt->step_t0).count();
+    if (rt->inject) rt->inject->after_backward(step, grads, n);
+  };
+  // A straggler's peers wait for it inside the collectives: step time less communication
+  // time is what tells them apart.
+  auto prev_on_step = hooks.on_step;
+  hooks.on_step = [rt, prev_on_step](const StepRecord& r) {
+    if (prev_on_step) prev_on_step(r);
+    rt->last_compute_s = std::max(0.0, r.seconds - r.comm_seconds);
+  };
+  auto prev_judge = hooks.judge;
+  hooks.judge = [rt, prev_judge](const StepCheck& c) {
+    AnomalyDecision d = rt->detector->judge(c);
+    if (d.verdict != StepVerdict::Update) rt->judged(c, d);
+    StepVerdict v = d.verdict;
+    if (prev_judge) v = std::max(v, prev_judge(c));
+    return v;
+  };
+  auto prev_ckpt = hooks.after_checkpoint;
+  hooks.after_checkpoint = [rt, prev_ckpt](int64_t step, const std::string& dir) {
+    if (prev_ckpt) prev_ckpt(step, dir);
+    if (rt->inject) rt->inject->after_checkpoint(step, dir);
+  };
+}
+
+}  // namespace zaya::ft
