@@ -37,7 +37,7 @@ struct Args {
   uint64_t seed = 7;
   double lr = 1e-2, clip = 1.0, timeout = 300, tol = 1e-4;
   size_t bucket = size_t(1) << 20;
-  bool no_zero1 = false, force_mpi = false, hang = false;
+  bool no_zero1 = false, force_mpi = false, hang = false, no_overlap = false;
 };
 
 double peak_rss_mb() {
@@ -128,7 +128,9 @@ void run(const Args& a) {
     m.zero_grads();
     const ForwardResult f = m.forward(in.data(), tg.data(), B, T);
     z.begin(m.grads.data());
+    if (!a.no_overlap) m.grads_ready = [&z](size_t from) { z.grads_ready(from); };
     m.backward(float(f.count / count_all));  // sum over ranks = gradient of the global mean
+    m.grads_ready = nullptr;
     z.finish();
     bal.clear_counts();
     bal.add_counts(m.class_counts());
@@ -216,6 +218,7 @@ ZAYA_COMMAND("dist-check", "Distributed training agreement check (developer tool
   app.add_option("--seed", a->seed, "seed");
   app.add_option("--bucket", a->bucket, "reduce-scatter bucket (fp32 elements)")->check(CLI::PositiveNumber);
   app.add_flag("--no-zero1", a->no_zero1, "plain DP: all-reduce, replicated optimizer");
+  app.add_flag("--no-overlap", a->no_overlap, "reduce gradients only after backward (no overlap)");
   app.add_flag("--mpi", a->force_mpi, "initialise MPI even without mpirun");
   app.add_option("--comm-timeout", a->timeout, "seconds before a wait on a peer fails");
   app.add_option("--die-at-step", a->die_at, "fault injection: --die-rank exits at this step");

@@ -291,6 +291,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   ck.integer("keep_last", c.keep_last, 1, 1 << 20);
   c.ckpt_dir = (fs::path(c.out_dir) / "ckpt").string();
   ck.str("dir", c.ckpt_dir);
+  ck.boolean("async", c.ckpt_async);
   ck.finish();
 
   Fields lg(top.table("log"), path, "log");

@@ -19,7 +19,8 @@
 //   [balancing]  method ("bias_adamw" | "bias_sign" | "aux_loss" | "none"), lr, beta1, beta2,
 //                eps, weight_decay, sign_rate, aux_coeff, include_skip
 //   [eval]       interval (steps, 0: only at the end), windows (validation windows), batch
-//   [checkpoint] interval (steps, 0: only at the end), keep_last, dir (default out_dir/ckpt)
+//   [checkpoint] interval (steps, 0: only at the end), keep_last, dir (default out_dir/ckpt),
+//                async (default true: the step only waits for a host snapshot)
 //   [log]        interval (progress line every N steps)
 //   [parallel]   ep, cp (expert / context parallel degrees; dp = world / (ep * cp)),
 //                zero1 (shard the optimizer state over DP, default true), bucket_mb
@@ -85,6 +86,7 @@ struct RunConfig {
   int eval_windows = 16, eval_batch = 8;
   int64_t ckpt_interval = 0;
   int keep_last = 3;
+  bool ckpt_async = true;  // snapshot, then write in the background while training goes on
   std::string ckpt_dir;
   int64_t log_interval = 1;
 

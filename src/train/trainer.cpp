@@ -144,8 +144,10 @@ void Trainer::run() {
     if (hooks_.heartbeat) hooks_.heartbeat("step", step_, r.seconds);
     const bool last = step_ == stop;
     if (cfg_.eval_interval > 0 ? (step_ % cfg_.eval_interval == 0 || last) : last) evaluate();
-    if (cfg_.ckpt_interval > 0 && step_ % cfg_.ckpt_interval == 0) save_checkpoint();
+    finish_save(false);  // completes a background save once every rank has written
+    if (cfg_.ckpt_interval > 0 && step_ % cfg_.ckpt_interval == 0) begin_save(cfg_.ckpt_async && step_ != stop);
   }
+  finish_save(true);
   if (options_.save_final && last_saved_ != step_) save_checkpoint();
   if (hooks_.heartbeat) hooks_.heartbeat("done", step_, 0);
 }

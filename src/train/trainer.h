@@ -123,7 +123,7 @@ class Trainer {
   void run();                        // the whole loop, to the plan's end or opt.stop_step
   StepRecord train_step();           // one optimizer step (enters a new phase when due)
   EvalRecord evaluate();             // validation loss over the configured windows
-  std::string save_checkpoint();     // returns the checkpoint directory
+  std::string save_checkpoint();     // synchronous; returns the checkpoint directory
   void load_checkpoint(const std::string& path);
 
   int64_t step() const { return step_; }
@@ -142,6 +142,8 @@ class Trainer {
 
  private:
   void enter_phase(int phase);
+  void begin_save(bool async);
+  bool finish_save(bool wait, bool throw_on_failure = false);
   void init_weights_from(const std::string& path);
   bool in_skip_window(int64_t step) const;
   StepVerdict agree(StepVerdict v);
@@ -169,6 +171,11 @@ class Trainer {
   int phase_ = -1;
   int64_t skipped_ = 0;
   int64_t last_saved_ = -1;
+  struct PendingSave;
+  struct PendingSaveDeleter {  // joins a writer still running (never leave one behind)
+    void operator()(PendingSave* p) const;
+  };
+  std::unique_ptr<PendingSave, PendingSaveDeleter> pending_;  // a checkpoint being written
   double ema_tps_ = 0;  // smoothed tokens/s for the ETA
 
   std::vector<int32_t> batch_;              // this rank's rows of the global batch, [B, T+1]

@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <deque>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -54,42 +57,66 @@ std::vector<std::string> all_gather_strings(const dist::Communicator& c, const s
 
 }  // namespace
 
-std::string Trainer::save_checkpoint() {
+// A save in flight: what the step snapshotted, the writer, and the background thread.
+struct Trainer::PendingSave {
+  int64_t step = 0;
+  std::unique_ptr<CheckpointWriter> writer;
+  std::deque<std::vector<float>> snapshot;  // host copies the writer reads from
+  json header;                              // rank 0: manifest header as of the step
+  std::thread thread;
+  std::atomic<bool> done{false};
+  std::string error;  // this rank's write failure ("" when none)
+  json piece;         // this rank's slices, for the manifest
+  bool async = false;
+  double write_s = 0;  // the writer's own time
+  double stall_s = 0;  // the step's wait: the snapshot (plus the write itself when synchronous)
+};
+
+void Trainer::PendingSaveDeleter::operator()(PendingSave* p) const {
+  if (p && p->thread.joinable()) p->thread.join();
+  delete p;
+}
+
+// Snapshot (the only part the step waits for), then write: in a background thread when
+// async, else here. finish_save() completes it on every rank: agree that every rank wrote
+// its files, gather the slice lists, rank 0 writes the manifest and moves it into place.
+void Trainer::begin_save(bool async) {
+  finish_save(true);  // one save at a time
   if (hooks_.heartbeat) hooks_.heartbeat("checkpoint", step_, 0);
   Timer timer;
   const dist::Layout& L = groups_.layout;
   const int wr = groups_.world.rank();
+  auto ps = std::unique_ptr<PendingSave, PendingSaveDeleter>(new PendingSave);
+  ps->step = step_;
   // All ranks of one save share one temporary directory, named after rank 0's process.
   int64_t tag = int64_t(::getpid());
   groups_.world.broadcast(&tag, 1, 0);
-  CheckpointWriter w(cfg_.ckpt_dir, step_, std::to_string(tag));
+  ps->writer = std::make_unique<CheckpointWriter>(cfg_.ckpt_dir, step_, std::to_string(tag));
+  CheckpointWriter& w = *ps->writer;
+  auto add = [&](const std::string& file, const std::string& name, const std::vector<int64_t>& shape, size_t start,
+                 size_t n, const float* src) {
+    ps->snapshot.emplace_back(src, src + n);
+    w.add_f32(file, name, shape, start, n, ps->snapshot.back().data());
+  };
   const std::string params_file = rank_file("params", wr), optim_file = rank_file("optim", wr);
   const FlatRange own = zero1_->owned();
   const Optimizer& opt = zero1_->optimizer();
   for (const SliceCut& c : rank_param_cuts(model_->layout.params, own, L, cfg_.zero1)) {
     const ParamInfo& p = *c.p;
     const size_t n = c.end - c.begin;
-    w.add_f32(params_file, "param/" + p.name, p.shape, c.begin, n, model_->params.data() + c.flat());
-    w.add_f32(optim_file, "optim.m/" + p.name, p.shape, c.begin, n, opt.m().data() + (c.flat() - own.begin));
+    add(params_file, "param/" + p.name, p.shape, c.begin, n, model_->params.data() + c.flat());
+    add(optim_file, "optim.m/" + p.name, p.shape, c.begin, n, opt.m().data() + (c.flat() - own.begin));
     if (!opt.uses_muon(p))
-      w.add_f32(optim_file, "optim.v/" + p.name, p.shape, c.begin, n, opt.v().data() + (c.flat() - own.begin));
+      add(optim_file, "optim.v/" + p.name, p.shape, c.begin, n, opt.v().data() + (c.flat() - own.begin));
   }
   if (root_) {
     for (const ParamInfo& p : model_->layout.buffers.params) {
-      w.add_f32(kBuffersFile, "buffer/" + p.name, p.shape, 0, p.numel, model_->buffers.data() + p.offset);
-      w.add_f32(kBuffersFile, "balancer.m/" + p.name, p.shape, 0, p.numel, balancer_->m().data() + p.offset);
-      w.add_f32(kBuffersFile, "balancer.v/" + p.name, p.shape, 0, p.numel, balancer_->v().data() + p.offset);
+      add(kBuffersFile, "buffer/" + p.name, p.shape, 0, p.numel, model_->buffers.data() + p.offset);
+      add(kBuffersFile, "balancer.m/" + p.name, p.shape, 0, p.numel, balancer_->m().data() + p.offset);
+      add(kBuffersFile, "balancer.v/" + p.name, p.shape, 0, p.numel, balancer_->v().data() + p.offset);
     }
     if (fs::exists(cfg_.tokenizer)) w.copy_file(cfg_.tokenizer, "tokenizer.model");
-  }
-  // A rank that fails to write throws here; its peers then time out in the gather below
-  // (or mpirun ends them), and the temporary directory never becomes a checkpoint.
-  const std::vector<std::string> texts = all_gather_strings(groups_.world, w.write_files().dump());
-  std::string dir = w.final_dir();
-  if (root_) {
-    std::vector<json> pieces;
-    for (const std::string& t : texts) pieces.push_back(json::parse(t));
-    json header = {
+    ps->header = {
         {"tokens", tokens_},
         {"time", long(std::time(nullptr))},
         {"layout", {{"world", groups_.world.size()}, {"dp", L.dp}, {"ep", L.ep}, {"cp", L.cp}, {"zero1", cfg_.zero1}}},
@@ -107,17 +134,85 @@ std::string Trainer::save_checkpoint() {
           // Nothing in the step draws random numbers besides the loader (its own state);
           // the init seed is kept so a reader can rebuild the starting weights.
           {"rng", {{"seed", cfg_.seed}}}}}};
-    header["state"]["optimizer"].erase("owned");  // per rank; the slices say who held what
-    dir = w.commit(header, pieces);
+    ps->header["state"]["optimizer"].erase("owned");  // per rank; the slices say who held what
+  }
+  PendingSave* raw = ps.get();
+  auto write = [raw] {
+    Timer t;
+    try {
+      raw->piece = raw->writer->write_files();
+    } catch (const std::exception& e) {
+      raw->error = e.what();
+    }
+    raw->write_s = t.seconds();
+    raw->done = true;
+  };
+  ps->async = async;
+  pending_ = std::move(ps);
+  if (async) {
+    raw->stall_s = timer.seconds();
+    raw->thread = std::thread(write);
+  } else {
+    write();
+    raw->stall_s = timer.seconds();
+  }
+}
+
+// wait: block until this rank's writer is done; otherwise complete only when every rank's
+// writer is done (one all-reduce per call while a save is in flight). Returns true when the
+// save was completed (or failed) here.
+bool Trainer::finish_save(bool wait, bool throw_on_failure) {
+  if (!pending_) return false;
+  PendingSave& ps = *pending_;
+  int64_t ready = wait || ps.done ? 1 : 0;
+  if (!wait && groups_.world.size() > 1) groups_.world.all_reduce(&ready, 1, dist::ReduceOp::Min);
+  if (!ready) return false;
+  Timer timer;
+  if (ps.thread.joinable()) ps.thread.join();
+  const double write_s = ps.write_s;
+  // Every rank learns whether any rank failed; then none of them commits.
+  int64_t failed = ps.error.empty() ? 0 : 1;
+  if (groups_.world.size() > 1) groups_.world.all_reduce(&failed, 1, dist::ReduceOp::Max);
+  std::string dir = ps.writer->final_dir();
+  if (failed) {
+    if (!ps.error.empty()) log_warn("checkpoint at step ", ps.step, " failed on rank ", groups_.world.rank(), ": ", ps.error);
+    groups_.world.barrier();
+    std::error_code ec;
+    if (root_) fs::remove_all(ps.writer->temp_dir(), ec);  // `latest` still names the previous one
+    write_metrics({{"type", "checkpoint_failed"}, {"step", ps.step}, {"error", ps.error}});
+    const int64_t step = ps.step;
+    pending_.reset();
+    if (throw_on_failure)
+      fail("the checkpoint at step ", step, " could not be written; the last complete one is still `latest`");
+    return true;
+  }
+  const std::vector<std::string> texts = all_gather_strings(groups_.world, ps.piece.dump());
+  if (root_) {
+    std::vector<json> pieces;
+    for (const std::string& t : texts) pieces.push_back(json::parse(t));
+    dir = ps.writer->commit(ps.header, pieces);
     prune_checkpoints(cfg_.ckpt_dir, cfg_.keep_last);
   }
   groups_.world.barrier();  // `latest` names the new checkpoint before any rank goes on
-  last_saved_ = step_;
-  const double s = timer.seconds();
-  write_metrics({{"type", "checkpoint"}, {"step", step_}, {"dir", dir}, {"seconds", s}});
-  if (options_.progress && root_) std::printf("saved %s (%.2f s)\n", dir.c_str(), s);
-  if (hooks_.heartbeat) hooks_.heartbeat("checkpoint_done", step_, s);
-  if (hooks_.after_checkpoint) hooks_.after_checkpoint(step_, dir);
+  last_saved_ = ps.step;
+  // What training waited for: the snapshot (and the write when synchronous), the manifest
+  // commit, and, when it had to wait for the background writer, that wait.
+  const double stall = ps.stall_s + timer.seconds();
+  write_metrics({{"type", "checkpoint"}, {"step", ps.step}, {"dir", dir}, {"stall_s", stall}, {"write_s", write_s}});
+  if (options_.progress && root_)
+    std::printf("saved %s (training stalled %.3f s; written in %.2f s%s)\n", dir.c_str(), stall, write_s,
+                ps.async ? " in the background" : "");
+  const int64_t step = ps.step;
+  pending_.reset();
+  if (hooks_.heartbeat) hooks_.heartbeat("checkpoint_done", step, write_s);
+  if (hooks_.after_checkpoint) hooks_.after_checkpoint(step, dir);
+  return true;
+}
+
+std::string Trainer::save_checkpoint() {
+  begin_save(false);
+  const std::string dir = pending_->writer->final_dir();
+  finish_save(true, true);
   return dir;
 }
 

@@ -73,6 +73,10 @@ void Zero1::issue(size_t k) {
 void Zero1::grads_ready(size_t from) {
   ZAYA_CHECK(grads_, "zero1: grads_ready() before begin()");
   while (next_ > 0 && buckets_[next_ - 1].begin >= from) issue(--next_);
+  // MPI progresses non-blocking collectives only inside MPI calls: poke the pending ones so
+  // they advance while backward computes the next sub-layer.
+  for (Request& r : pending_)
+    if (r.pending()) r.test();
 }
 
 void Zero1::finish() {
