@@ -480,7 +480,7 @@ DiffResult diff_weights(const std::string& a_path, const std::string& b_path) {
   DiffResult r;
   std::vector<float> va, vb;
   for (const std::string& n : a.names) {
-    if (!both_ck && !a.is_weight(n)) {
+    if (!a.is_weight(n) && !(both_ck && b.stored.count(n))) {
       ++r.skipped_a;
       continue;
     }
@@ -518,7 +518,7 @@ DiffResult diff_weights(const std::string& a_path, const std::string& b_path) {
   }
   for (const std::string& n : b.names) {
     if (a.stored.count(n)) continue;
-    if (!both_ck && !b.is_weight(n)) {
+    if (!b.is_weight(n)) {
       ++r.skipped_b;
       continue;
     }

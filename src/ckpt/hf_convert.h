@@ -83,7 +83,8 @@ struct TensorDiff {
 };
 struct DiffResult {
   std::vector<TensorDiff> tensors;
-  size_t skipped_a = 0, skipped_b = 0;  // checkpoint-only tensors (optimizer, ...) not compared with an HF dir
+  // Non-weight checkpoint tensors (optimizer moments, ...) the other side lacks: not compared.
+  size_t skipped_a = 0, skipped_b = 0;
 };
 DiffResult diff_weights(const std::string& a, const std::string& b);
 

@@ -1,4 +1,4 @@
-// zaya ckpt inspect DIR [--tensors]: step, layout, files and bytes, tensor groups.
+// zaya ckpt inspect DIR [--tensors]: step, layout, files (bytes, slices), tensor groups; or an HF dir.
 // zaya ckpt verify DIR: every slice's checksum; names the file and tensor at fault.
 // zaya ckpt export-hf CKPT OUT [--dtype bf16|fp32] [--max-shard-size 5GB] [--force]: an HF directory.
 // zaya ckpt import-hf HFDIR OUT [--force]: a weights-only zaya checkpoint (train with --init-from).
@@ -7,6 +7,7 @@
 // Other files add subcommands through cli/ckpt_subcommands.h.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -25,7 +26,40 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+// An HF directory: config summary, files with bytes and tensor counts, dtypes.
+void inspect_hf(const std::string& path, bool list_tensors) {
+  const zaya::ModelConfig c = zaya::load_model_config(path);
+  zaya::HfDir hf(path);
+  std::printf("hf directory %s\n", path.c_str());
+  std::printf("model       D=%d V=%d L=%d E=%d%s top-%d, RoPE base %g\n", c.hidden_size, c.vocab_size, c.num_layers,
+              c.num_experts, c.use_mod ? "+skip" : "", c.topk, c.rope_theta);
+  std::printf("files\n");
+  uint64_t total = 0;
+  std::map<std::string, size_t> dtypes;
+  for (const auto& f : hf.files()) {
+    const uint64_t bytes = std::filesystem::file_size(f->path());
+    total += bytes;
+    std::printf("  %-32s %12s %6zu tensors\n", std::filesystem::path(f->path()).filename().c_str(),
+                zaya::human_bytes(double(bytes)).c_str(), f->tensors().size());
+    for (const auto& e : f->tensors()) ++dtypes[zaya::dtype_name(e.dtype)];
+  }
+  std::printf("  %-32s %12s %6zu tensors\n", "total", zaya::human_bytes(double(total)).c_str(), hf.names().size());
+  std::printf("dtypes     ");
+  for (auto& [d, n] : dtypes) std::printf(" %s: %zu", d.c_str(), n);
+  std::printf("\n");
+  for (const char* f : {"tokenizer.model", "tokenizer.json", "generation_config.json"})
+    std::printf("%-24s %s\n", f, std::filesystem::exists(std::filesystem::path(path) / f) ? "yes" : "no");
+  if (!list_tensors) return;
+  std::printf("tensors\n");
+  for (const std::string& n : hf.names()) {
+    const auto* e = hf.find(n);
+    std::printf("  %-72s %-5s %-16s %s\n", n.c_str(), zaya::dtype_name(e->e->dtype), shape_str(e->e->shape).c_str(),
+                std::filesystem::path(e->file->path()).filename().c_str());
+  }
+}
+
 void inspect(const std::string& path, bool list_tensors) {
+  if (zaya::is_hf_dir(path)) return inspect_hf(path, list_tensors);
   zaya::Checkpoint ck(path);
   const auto& m = ck.manifest();
   std::printf("checkpoint  %s\n", ck.dir().c_str());
@@ -33,20 +67,25 @@ void inspect(const std::string& path, bool list_tensors) {
   if (m.contains("layout")) std::printf("layout      %s\n", m["layout"].dump().c_str());
   if (m.contains("state") && m["state"].contains("optimizer"))
     std::printf("optimizer   %s, step %s\n", m["state"]["optimizer"].value("kind", "?").c_str(),
-                m["state"]["optimizer"]["step"].dump().c_str());
+                m["state"]["optimizer"].value("step", nlohmann::json("?")).dump().c_str());
   if (m.contains("state") && m["state"].contains("balancer"))
     std::printf("balancer    %s\n", m["state"]["balancer"].value("method", "?").c_str());
   const zaya::ModelConfig c = zaya::checkpoint_model_config(ck);
   std::printf("model       %s: D=%d V=%d L=%d E=%d%s top-%d, RoPE base %g\n", c.name.c_str(), c.hidden_size,
               c.vocab_size, c.num_layers, c.num_experts, c.use_mod ? "+skip" : "", c.topk, c.rope_theta);
   uint64_t total = 0;
+  std::map<std::string, size_t> slices_in;  // file -> slices it holds
+  size_t slices = 0;
+  for (const auto& t : ck.tensors())
+    for (const auto& s : t.slices) ++slices_in[s.file], ++slices;
   std::printf("files\n");
   if (m.contains("files"))
     for (auto& [name, bytes] : m["files"].items()) {
-      std::printf("  %-32s %12s\n", name.c_str(), zaya::human_bytes(bytes.get<double>()).c_str());
+      std::printf("  %-32s %12s %6zu slices\n", name.c_str(), zaya::human_bytes(bytes.get<double>()).c_str(),
+                  slices_in[name]);
       total += bytes.get<uint64_t>();
     }
-  std::printf("  %-32s %12s\n", "total", zaya::human_bytes(double(total)).c_str());
+  std::printf("  %-32s %12s %6zu slices\n", "total", zaya::human_bytes(double(total)).c_str(), slices);
   std::map<std::string, std::pair<size_t, size_t>> groups;  // prefix -> (tensors, elements)
   for (const auto& t : ck.tensors()) {
     auto& g = groups[t.name.substr(0, t.name.find('/'))];
