@@ -143,7 +143,7 @@ TEST(HfTokenizer, NormalizerPreTokenizerAndDecoder) {
 }
 
 TEST(HfTokenizer, AddedAndSpecialTokensMatchBeforeBpe) {
-  json j = base_json({"<", ">", "s", "x", "<s", "<s>"}, {{"<", "s"}, {"<s", ">"}});
+  json j = base_json({"<", ">", "s", "x", "<s", "<s>", "a", U}, {{"<", "s"}, {"<s", ">"}});
   j["added_tokens"].push_back({{"id", 4000}, {"content", "<s>x"}, {"special", false}, {"normalized", false}});
   j["added_tokens"].push_back({{"id", 4001}, {"content", "\n"}, {"special", false}, {"normalized", false}});
   j["added_tokens"].push_back({{"id", 4002}, {"content", "<sep>"}, {"special", true}, {"lstrip", true},
@@ -177,7 +177,7 @@ TEST(HfTokenizer, ConfigGivesBosEos) {
 // direct transcription of the rule on strings, on random texts and random merges.
 TEST(HfTokenizer, MatchesNaiveBpeOnRandomTexts) {
   std::mt19937 rng(5);
-  const std::vector<std::string> alphabet = {"a", "b", "c", U, "\xc3\xa9"};
+  const std::vector<std::string> alphabet = {"a", "b", " ", "c", U, "\xc3\xa9"};
   std::vector<std::pair<std::string, std::string>> merges;
   std::vector<std::string> pieces = alphabet;
   for (int k = 0; k < 60; ++k) {
@@ -210,7 +210,9 @@ TEST(HfTokenizer, MatchesNaiveBpeOnRandomTexts) {
       sym.erase(sym.begin() + std::ptrdiff_t(at) + 1);
     }
     ASSERT_EQ(pieces_of(*t, text), sym) << "text " << text;
-    ASSERT_EQ(t->decode(t->encode(text)), text);
+    std::string spaced = text;  // the decoder turns the marker into a space
+    for (size_t p = spaced.find(U); p != std::string::npos; p = spaced.find(U)) spaced.replace(p, U.size(), " ");
+    ASSERT_EQ(t->decode(t->encode(text)), spaced);
   }
 }
 
