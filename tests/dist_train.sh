@@ -2,7 +2,7 @@
 # `zaya train` distributed (issue 4), under mpirun --oversubscribe, on real data (the KJV
 # sample, a SentencePiece vocabulary of 384) and configs/zaya1-tiny.toml with 8 experts,
 # Muon, bias balancing, grad clip, 2 micro-batches per rank, 20 steps of 8 x 32 tokens:
-#   1. world 1 vs DP=2 (ZeRO-1), EP=2 and DP=2 x EP=2: per-step loss within 1e-5 absolute,
+#   1. world 1 vs DP=2 (ZeRO-1), EP=2, CP=2, DP=2 x EP=2 and EP=2 x CP=2: per-step loss within 1e-5,
 #      final weights within 1e-4 (why not exact: the gradient sums run in another order, see
 #      tests/dist_check.sh; the losses stay ~1e-7 apart).
 #   2. Exact resume of a DP=2 run: 10 steps, stop, resume to 20: weights and optimizer
@@ -15,7 +15,7 @@ source tests/lib/dist_env.sh
 
 train w1 1
 [ "$(losses "$T/w1" | wc -l)" -eq 20 ] || fail "w1: expected 20 step records"
-for spec in "dp2 2" "ep2 2 --ep 2" "dp2xep2 4 --ep 2"; do
+for spec in "dp2 2" "ep2 2 --ep 2" "cp2 2 --cp 2" "dp2xep2 4 --ep 2" "ep2xcp2 4 --ep 2 --cp 2"; do
   set -- $spec
   name=$1
   train "$@"

@@ -66,7 +66,7 @@ struct Dims {
 // Appends this chunk's k (normalised, rotated) and v to the cache, and keeps the last P
 // packed pre-conv vectors and the last x for the next chunk. len is advanced by the caller.
 template <class T>
-static void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* k_new, const T* v,
+void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* k_new, const T* v,
                              const T* p, const T* x) {
   const int KD = c.num_kv_heads * c.head_dim, C = c.conv_channels(), P = c.conv_pad(), D = c.hidden_size;
   for (int b = 0; b < d.B; ++b) {
@@ -84,40 +84,13 @@ static void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const Cca
   }
 }
 
+// 3. q-k mean: q_j = c_j + (q0_j + k0_g)/2;  k_g = c_g + mean_j (q0_j + k0_g)/2.
 template <class T>
-void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
-                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache) {
+void cca_qk_mean(T* qk_pre, const T* conv_tall, const T* p, const ModelConfig& c, const CcaDims& d) {
   const Dims z(c, d);
-  if (cache)
-    ZAYA_CHECK(cache->B == d.B && cache->len + d.T <= cache->capacity, "decode cache holds ", cache->capacity,
-               " positions; ", cache->len, " used, ", d.T, " more requested");
-  T* p = s.p_NC.data();
-  T* v = s.v_NV.data();
-  // 1. q0, k0 projections, packed along channels.
-  gemm(Trans::N, Trans::T, z.N, z.QD, z.D, T(1), x, z.D, W + o.wq, z.D, T(0), p, z.C);
-  gemm(Trans::N, Trans::T, z.N, z.KD, z.D, T(1), x, z.D, W + o.wk, z.D, T(0), p + z.QD, z.C);
-  // 4. values: val_proj1(x_t) | val_proj2(x_{t-1}), x_{-1} = 0.
-  gemm(Trans::N, Trans::T, z.N, z.VH, z.D, T(1), x, z.D, W + o.wv1, z.D, T(0), v, z.KD);
-  for (int b = 0; b < d.B; ++b) {
-    T* vb = v + size_t(b) * d.T * z.KD;
-    if (cache)  // the previous token's x continues the value shift
-      gemm(Trans::N, Trans::T, 1, z.VH, z.D, T(1), &cache->x_prev_BD[size_t(b) * z.D], z.D, W + o.wv2, z.D, T(0),
-           vb + z.VH, z.KD);
-    else
-      std::memset(vb + z.VH, 0, sizeof(T) * z.VH);
-    gemm(Trans::N, Trans::T, d.T - 1, z.VH, z.D, T(1), x + size_t(b) * d.T * z.D, z.D, W + o.wv2, z.D, T(0),
-         vb + z.KD + z.VH, z.KD);
-  }
-  // 2. causal depthwise + grouped convolution over time.
-  ConvShape cs{d.B, d.T, z.C, z.hd, c.conv_kernel0, c.conv_kernel1};
-  causal_conv_forward(s.conv_tall.data(), s.y0_tall.data(), k.w1p.data(), p,
-                      cache ? cache->p_tail_BPC.data() : (const T*)nullptr, W + o.conv0_w,
-                      W + o.conv0_b, W + o.conv1_w, W + o.conv1_b, cs);
-  // 3. q-k mean: q_j = c_j + (q0_j + k0_g)/2;  k_g = c_g + mean_j (q0_j + k0_g)/2.
-  T* qk_pre = s.qk_pre_NC.data();
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < z.N; ++i) {
-    const T* cr = s.conv_tall.data() + (size_t(i / d.T) * z.Tr + i % d.T) * z.C;
+    const T* cr = conv_tall + (size_t(i / d.T) * z.Tr + i % d.T) * z.C;
     const T* pr = p + size_t(i) * z.C;
     T* qr = qk_pre + size_t(i) * z.C;
     for (int g = 0; g < z.Hk; ++g)
@@ -132,6 +105,50 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
         qr[z.QD + g * z.hd + e] = cr[z.QD + g * z.hd + e] + mk / T(z.G);
       }
   }
+}
+
+template <class T>
+void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
+                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache, SeqShard<T>* shard) {
+  const Dims z(c, d);
+  if (shard && shard->count() == 1) shard = nullptr;
+  ZAYA_CHECK(!(shard && cache), "cca: a sequence shard and a decode cache do not mix");
+  const int P = c.conv_pad();
+  if (shard) {
+    ZAYA_CHECK(d.T >= P, "context parallel: ", d.T, " positions per shard, the convolution needs at least ", P);
+    s.halo_BPC.assign(size_t(d.B) * P * z.C, T(0));
+    s.x_prev_BD.assign(size_t(d.B) * z.D, T(0));
+  }
+  if (cache)
+    ZAYA_CHECK(cache->B == d.B && cache->len + d.T <= cache->capacity, "decode cache holds ", cache->capacity,
+               " positions; ", cache->len, " used, ", d.T, " more requested");
+  T* p = s.p_NC.data();
+  T* v = s.v_NV.data();
+  // 1. q0, k0 projections, packed along channels.
+  gemm(Trans::N, Trans::T, z.N, z.QD, z.D, T(1), x, z.D, W + o.wq, z.D, T(0), p, z.C);
+  gemm(Trans::N, Trans::T, z.N, z.KD, z.D, T(1), x, z.D, W + o.wk, z.D, T(0), p + z.QD, z.C);
+  // 4. values: val_proj1(x_t) | val_proj2(x_{t-1}), x_{-1} = 0.
+  gemm(Trans::N, Trans::T, z.N, z.VH, z.D, T(1), x, z.D, W + o.wv1, z.D, T(0), v, z.KD);
+  if (shard) shard->halo(p, x, d.B, d.T, z.C, P, z.D, s.halo_BPC.data(), s.x_prev_BD.data());
+  const T* x_prev = cache ? cache->x_prev_BD.data() : shard ? s.x_prev_BD.data() : nullptr;
+  for (int b = 0; b < d.B; ++b) {
+    T* vb = v + size_t(b) * d.T * z.KD;
+    if (x_prev)  // the previous token's x continues the value shift
+      gemm(Trans::N, Trans::T, 1, z.VH, z.D, T(1), x_prev + size_t(b) * z.D, z.D, W + o.wv2, z.D, T(0), vb + z.VH,
+           z.KD);
+    else
+      std::memset(vb + z.VH, 0, sizeof(T) * z.VH);
+    gemm(Trans::N, Trans::T, d.T - 1, z.VH, z.D, T(1), x + size_t(b) * d.T * z.D, z.D, W + o.wv2, z.D, T(0),
+         vb + z.KD + z.VH, z.KD);
+  }
+  // 2. causal depthwise + grouped convolution over time.
+  ConvShape cs{d.B, d.T, z.C, z.hd, c.conv_kernel0, c.conv_kernel1};
+  causal_conv_forward(s.conv_tall.data(), s.y0_tall.data(), k.w1p.data(), p,
+                      cache ? cache->p_tail_BPC.data() : shard ? s.halo_BPC.data() : (const T*)nullptr, W + o.conv0_w,
+                      W + o.conv0_b, W + o.conv1_w, W + o.conv1_b, cs);
+  // 3. q-k mean.
+  T* qk_pre = s.qk_pre_NC.data();
+  cca_qk_mean(qk_pre, s.conv_tall.data(), p, c, d);
   // 5. L2 normalisation (k with its per-head temperature), 6. partial RoPE.
   T* qk = s.qk_NC.data();
   T* norms = s.norms_NH.data();
@@ -140,7 +157,17 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
   rope_forward(qk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
   rope_forward(qk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
   // 7. causal GQA attention, 8. o_proj.
-  if (!cache) {
+  if (shard) {
+    // Queries of this shard against the keys of every shard up to it (causal).
+    const int Tk = (shard->index() + 1) * d.T;
+    s.k_all_BSK.resize(size_t(d.B) * Tk * z.KD);
+    s.v_all_BSK.resize(size_t(d.B) * Tk * z.KD);
+    shard->gather_kv(qk + z.QD, z.C, v, d.B, d.T, z.KD, s.k_all_BSK.data(), s.v_all_BSK.data());
+    AttnShape as{d.B, d.T, Tk, shard->index() * d.T, z.Hq, z.Hk, z.hd, z.C, z.KD, z.KD, z.QD, Tk};
+    k.attn.resize(std::max(k.attn.size(), as.scratch_elems(omp_get_max_threads())));
+    attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, s.k_all_BSK.data(), s.v_all_BSK.data(), as,
+                      k.attn.data());
+  } else if (!cache) {
     AttnShape as{d.B, d.T, d.T, 0, z.Hq, z.Hk, z.hd, z.C, z.C, z.KD, z.QD};
     attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, qk + z.QD, v, as, k.attn.data());
   } else {
@@ -156,8 +183,11 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
 
 template <class T>
 void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c,
-                  const CcaDims& d, const RopeTable& rope, const CcaSaved<T>& s, CcaScratch<T>& k) {
+                  const CcaDims& d, const RopeTable& rope, const CcaSaved<T>& s, CcaScratch<T>& k,
+                  SeqShard<T>* shard) {
   const Dims z(c, d);
+  if (shard && shard->count() == 1) shard = nullptr;
+  const int P = c.conv_pad();
   // 8. o_proj
   T* d_attn = k.d_attn_NQ.data();
   gemm(Trans::N, Trans::N, z.N, z.QD, z.D, T(1), dout, z.D, W + o.wo, z.QD, T(0), d_attn, z.QD);
@@ -168,9 +198,24 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   std::memset(dqk, 0, sizeof(T) * k.dqk_NC.size());
   std::memset(dv, 0, sizeof(T) * k.dv_NV.size());
   const T* qk = s.qk_NC.data();
-  AttnShape as{d.B, d.T, d.T, 0, z.Hq, z.Hk, z.hd, z.C, z.C, z.KD, z.QD};
-  attention_backward(dqk, dqk + z.QD, dv, d_attn, s.attn_NQ.data(), s.lse_BHT.data(), qk, qk + z.QD,
-                     s.v_NV.data(), as, k.attn.data());
+  if (shard) {
+    // dK/dV of every gathered position, then each shard's own rows summed over all shards.
+    const int Tk = (shard->index() + 1) * d.T;
+    k.dk_all_BSK.assign(size_t(d.B) * Tk * z.KD, T(0));
+    k.dv_all_BSK.assign(size_t(d.B) * Tk * z.KD, T(0));
+    AttnShape as{d.B, d.T, Tk, shard->index() * d.T, z.Hq, z.Hk, z.hd, z.C, z.KD, z.KD, z.QD, Tk};
+    k.attn.resize(std::max(k.attn.size(), as.scratch_elems(omp_get_max_threads())));
+    attention_backward(dqk, k.dk_all_BSK.data(), k.dv_all_BSK.data(), d_attn, s.attn_NQ.data(), s.lse_BHT.data(),
+                       qk, s.k_all_BSK.data(), s.v_all_BSK.data(), as, k.attn.data());
+    k.dk_NK.resize(size_t(z.N) * z.KD);
+    shard->reduce_kv_grads(k.dk_all_BSK.data(), k.dv_all_BSK.data(), d.B, d.T, z.KD, k.dk_NK.data(), dv);
+    for (int i = 0; i < z.N; ++i)
+      std::memcpy(dqk + size_t(i) * z.C + z.QD, k.dk_NK.data() + size_t(i) * z.KD, sizeof(T) * z.KD);
+  } else {
+    AttnShape as{d.B, d.T, d.T, 0, z.Hq, z.Hk, z.hd, z.C, z.C, z.KD, z.QD};
+    attention_backward(dqk, dqk + z.QD, dv, d_attn, s.attn_NQ.data(), s.lse_BHT.data(), qk, qk + z.QD,
+                       s.v_NV.data(), as, k.attn.data());
+  }
   // 6. RoPE, 5. normalisation
   rope_backward(dqk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
   rope_backward(dqk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
@@ -209,9 +254,26 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   }
   // 2. convolution
   ConvShape cs{d.B, d.T, z.C, z.hd, c.conv_kernel0, c.conv_kernel1};
-  causal_conv_backward(dp, (T*)nullptr, dW + o.conv0_w, dW + o.conv0_b, dW + o.conv1_w, dW + o.conv1_b,
-                       k.dy0_tall.data(), k.dw1p.data(), dconv, s.y0_tall.data(), k.w1p.data(), W + o.conv1_w,
-                       s.p_NC.data(), (const T*)nullptr, W + o.conv0_w, cs);
+  if (shard) {
+    k.dhalo_BPC.assign(size_t(d.B) * P * z.C, T(0));
+    k.dx_prev_BD.assign(size_t(d.B) * z.D, T(0));
+  }
+  causal_conv_backward(dp, shard ? k.dhalo_BPC.data() : (T*)nullptr, dW + o.conv0_w, dW + o.conv0_b, dW + o.conv1_w,
+                       dW + o.conv1_b, k.dy0_tall.data(), k.dw1p.data(), dconv, s.y0_tall.data(), k.w1p.data(),
+                       W + o.conv1_w, s.p_NC.data(), shard ? s.halo_BPC.data() : (const T*)nullptr, W + o.conv0_w,
+                       cs);
+  if (shard) {
+    // The value shift's first row saw the previous shard's last x: its gradients (to wv2 and
+    // to that x), then the halo gradients travel back and the next shard's arrive here.
+    for (int b = 0; b < d.B; ++b) {
+      const T* dvb = dv + size_t(b) * d.T * z.KD + z.VH;
+      gemm(Trans::N, Trans::N, 1, z.D, z.VH, T(1), dvb, z.KD, W + o.wv2, z.D, T(0), &k.dx_prev_BD[size_t(b) * z.D],
+           z.D);
+      gemm(Trans::T, Trans::N, z.VH, z.D, 1, T(1), dvb, z.KD, &s.x_prev_BD[size_t(b) * z.D], z.D, T(1), dW + o.wv2,
+           z.D);
+    }
+    shard->halo_grads(k.dhalo_BPC.data(), k.dx_prev_BD.data(), d.B, d.T, z.C, P, z.D, dp, dx);
+  }
   // 1. projections
   gemm(Trans::N, Trans::N, z.N, z.D, z.QD, T(1), dp, z.C, W + o.wq, z.D, T(1), dx, z.D);
   gemm(Trans::T, Trans::N, z.QD, z.D, z.N, T(1), dp, z.C, x, z.D, T(1), dW + o.wq, z.D);
@@ -230,13 +292,17 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
 }
 
 #define ZAYA_INST(T)                                                                                        \
+  template void cca_qk_mean<T>(T*, const T*, const T*, const ModelConfig&, const CcaDims&);                 \
+  template void cca_cache_append<T>(CcaCache<T>&, const ModelConfig&, const CcaDims&, const T*, const T*,     \
+                                    const T*, const T*);                                                    \
   template struct CcaSaved<T>;                                                                              \
   template struct CcaScratch<T>;                                                                            \
   template struct CcaCache<T>;                                                                              \
   template void cca_forward<T>(T*, const T*, const T*, const CcaOffsets&, const ModelConfig&, const CcaDims&, \
-                               const RopeTable&, CcaSaved<T>&, CcaScratch<T>&, CcaCache<T>*);               \
+                               const RopeTable&, CcaSaved<T>&, CcaScratch<T>&, CcaCache<T>*, SeqShard<T>*); \
   template void cca_backward<T>(T*, T*, const T*, const T*, const T*, const CcaOffsets&, const ModelConfig&,  \
-                                const CcaDims&, const RopeTable&, const CcaSaved<T>&, CcaScratch<T>&);
+                                const CcaDims&, const RopeTable&, const CcaSaved<T>&, CcaScratch<T>&,       \
+                                SeqShard<T>*);
 ZAYA_INST(float)
 ZAYA_INST(double)
 

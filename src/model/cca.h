@@ -19,6 +19,8 @@ struct CcaSaved {
   std::vector<T> v_NV;          // values [N, Hk*hd]
   std::vector<T> attn_NQ;       // attention output [N, Hq*hd]
   std::vector<T> lse_BHT;       // softmax log-sum-exp [B, Hq, T]
+  // Context parallel only: the previous shard's halo and the gathered K/V of shards <= this.
+  std::vector<T> halo_BPC, x_prev_BD, k_all_BSK, v_all_BSK;
   void resize(const ModelConfig& c, int B, int T_);
 };
 
@@ -27,6 +29,7 @@ template <class T>
 struct CcaScratch {
   std::vector<T> w1p, dw1p, attn;                       // packed conv weights, attention [T,T] tiles
   std::vector<T> d_attn_NQ, dqk_NC, dqk_pre_NC, dp_NC, dv_NV, dconv_tall, dy0_tall;
+  std::vector<T> dk_all_BSK, dv_all_BSK, dk_NK, dhalo_BPC, dx_prev_BD;  // context parallel
   void resize(const ModelConfig& c, int B, int T_);
 };
 
@@ -43,17 +46,54 @@ struct CcaCache {
   void init(const ModelConfig& c, int batch, int max_len);
 };
 
+// The sequence-shard seam (context parallel). This process holds positions
+// [index()*T, (index()+1)*T) of every sequence; attention needs the K/V of every earlier
+// shard, and the convolution and the value shift the last P pre-conv vectors and the last x
+// of the previous shard. The model knows nothing of how they travel (dist/context_parallel.h
+// moves them over MPI); with no shard (or count() == 1) the sequence is whole.
+template <class T>
+class SeqShard {
+ public:
+  virtual ~SeqShard() = default;
+  virtual int index() const = 0;
+  virtual int count() const = 0;
+  // Forward. Sends this shard's last P rows of p [B*T, C] and last row of x [B*T, D] (per
+  // batch row) to the next shard; fills halo_BPC / x_prev_BD with the previous shard's
+  // (zeros on the first shard: exactly the unsplit sequence's padding).
+  virtual void halo(const T* p_NC, const T* x_ND, int B, int T_, int C, int P, int D, T* halo_BPC, T* x_prev_BD) = 0;
+  // Forward. k [B*T, KD] (row stride ldk) and v [B*T, KD] of shards 0..index() into
+  // k_all / v_all [B, (index()+1)*T, KD].
+  virtual void gather_kv(const T* k, int ldk, const T* v, int B, int T_, int KD, T* k_all, T* v_all) = 0;
+  // Backward. dk_all / dv_all [B, (index()+1)*T, KD] from every shard -> this shard's rows
+  // summed over all shards, dk / dv [B*T, KD] (overwritten).
+  virtual void reduce_kv_grads(const T* dk_all, const T* dv_all, int B, int T_, int KD, T* dk, T* dv) = 0;
+  // Backward. Sends dhalo_BPC / dx_prev_BD to the previous shard; adds the next shard's into
+  // this shard's last P rows of dp [B*T, C] and last row of dx [B*T, D] (per batch row).
+  virtual void halo_grads(const T* dhalo_BPC, const T* dx_prev_BD, int B, int T_, int C, int P, int D, T* dp_NC,
+                          T* dx_ND) = 0;
+};
+
 struct CcaDims {
   int B, T, pos0;  // pos0: position of the first token (sequence shards)
 };
 
+// Pieces of cca_forward shared with the in-place inference path (model/infer.cpp).
+// Step 3, the q-k mean: qk_pre [N, C] from the conv output (tall layout) and p [N, C].
+template <class T>
+void cca_qk_mean(T* qk_pre_NC, const T* conv_tall, const T* p_NC, const ModelConfig& c, const CcaDims& d);
+// Appends a chunk's k (row stride C), v, pre-conv p and x to the cache (len not advanced).
+template <class T>
+void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* k_new, const T* v,
+                      const T* p, const T* x);
+
 template <class T>
 void cca_forward(T* out_ND, const T* x_ND, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
-                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache = nullptr);
+                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache = nullptr,
+                 SeqShard<T>* shard = nullptr);
 // Accumulates into dx_ND and into the parameter gradients dW (same layout as W).
 template <class T>
 void cca_backward(T* dx_ND, T* dW, const T* dout_ND, const T* x_ND, const T* W, const CcaOffsets& o,
                   const ModelConfig& c, const CcaDims& d, const RopeTable& rope, const CcaSaved<T>& s,
-                  CcaScratch<T>& k);
+                  CcaScratch<T>& k, SeqShard<T>* shard = nullptr);
 
 }  // namespace zaya

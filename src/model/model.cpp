@@ -130,7 +130,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     rmsnorm_forward(a.x_ND.data(), a.rstd_N.data(), a.res_ND.data(), p(so.norm), N, D, c.norm_eps);
     if (so.attention) {
       cca_forward(a.out_ND.data(), a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0}, rope_, a.cca,
-                  cca_scratch_, state ? &state->cca[size_t(n / 2)] : nullptr);
+                  cca_scratch_, state ? &state->cca[size_t(n / 2)] : nullptr, state ? nullptr : shard_.get());
     } else {
       moe_forward(a.out_ND.data(), a.x_ND.data(), r_prev, params.data(), buffers.data() + so.moe.router.balancing_bias,
                   so.moe, c, N, moe_index, a.moe, *experts_);
@@ -206,7 +206,7 @@ void Model<T>::backward(T loss_scale) {
     std::fill(dx, dx + size_t(N) * D, T(0));
     if (so.attention) {
       cca_backward(dx, dW, dout, a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0_}, rope_, a.cca,
-                   cca_scratch_);
+                   cca_scratch_, shard_.get());
     } else {
       const T* r_prev = moe_index > 0 ? acts_[n - 2].moe.r_NR.data() : nullptr;
       moe_backward(dx, dW, dr_carry_NR_.data(), dout, a.x_ND.data(), r_prev, params.data(), so.moe, c, N,

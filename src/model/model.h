@@ -77,6 +77,10 @@ class Model {
   std::vector<std::vector<int64_t>> class_counts() const;
   double min_routing_margin() const;  // closest any token came to a routing tie
 
+  // Context parallel: this process holds one shard of every sequence (forward's T is the
+  // shard's length, pos0 its first position); CCA exchanges through `shard`. nullptr: whole.
+  void set_seq_shard(std::unique_ptr<SeqShard<T>> shard) { shard_ = std::move(shard); }
+
   ExpertCompute<T>& experts() { return *experts_; }
   void set_experts(std::unique_ptr<ExpertCompute<T>> e);
 
@@ -93,6 +97,7 @@ class Model {
   std::vector<T> dh_[2], dres_[2], dx_ND_, dxf_ND_, dr_carry_NR_;
   RopeTable rope_;
   std::unique_ptr<ExpertCompute<T>> experts_;
+  std::unique_ptr<SeqShard<T>> shard_;
   std::vector<size_t> sub_begin_;  // lowest parameter offset of each sub-layer (for grads_ready)
   int count_ = 0;
   bool decoded_ = false;

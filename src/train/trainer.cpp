@@ -55,16 +55,18 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
   dist::init_world();
   dist::set_timeout(cfg_.comm_timeout);
   const int ep = options_.ep > 0 ? options_.ep : cfg_.par_ep, cp = options_.cp > 0 ? options_.cp : cfg_.par_cp;
-  ZAYA_CHECK(cp == 1, "run config ", cfg_.path, ": context parallel (cp = ", cp,
-             ") is not wired into the trainer yet; use cp = 1");
   groups_ = dist::make_groups(dist::Communicator::world(), 0, ep, cp);
   const dist::Layout& L = groups_.layout;
   root_ = groups_.world.rank() == 0;
   ZAYA_CHECK(cfg_.model.num_experts % L.ep == 0, "run config ", cfg_.path, ": ep = ", L.ep,
              " does not divide the model's ", cfg_.model.num_experts, " experts");
-  for (const RunPhase& p : cfg_.phases)
+  for (const RunPhase& p : cfg_.phases) {
+    ZAYA_CHECK(p.seq_len % L.cp == 0 && p.seq_len / L.cp >= cfg_.model.conv_pad(), "run config ", cfg_.path,
+               ": phase ", p.name, " seq_len ", p.seq_len, " does not split into cp = ", L.cp, " shards of at least ",
+               cfg_.model.conv_pad(), " positions");
     ZAYA_CHECK(p.global_batch % L.data_world() == 0, "run config ", cfg_.path, ": phase ", p.name, " global_batch ",
                p.global_batch, " is not a multiple of dp * ep = ", L.data_world());
+  }
 
   loader_ = std::make_unique<DataLoader>(cfg_.train_sources(), cfg_.seed);
   ZAYA_CHECK(int(loader_->vocab_size()) <= cfg_.model.vocab_size, "run config ", cfg_.path, ": the data's vocabulary (",
@@ -82,6 +84,11 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
     auto e = std::make_unique<dist::EpExperts<float>>(groups_.ep, experts, cfg_.model.num_layers);
     ep_experts_ = e.get();
     model_->set_experts(std::move(e));
+  }
+  if (L.cp > 1) {
+    auto sh = std::make_unique<dist::CpShard<float>>(groups_.cp);
+    cp_shard_ = sh.get();
+    model_->set_seq_shard(std::move(sh));
   }
   model_->reserve(cfg_.micro_batch, cfg_.phases[0].seq_len);
   if (cfg_.balancing.method == BalanceMethod::AuxLoss) model_->set_aux_loss_coeff(cfg_.balancing.aux_coeff);
@@ -172,6 +179,7 @@ StepRecord Trainer::train_step() {
   if (hooks_.before_step) hooks_.before_step(step_ + 1);
   const dist::Layout& L = groups_.layout;
   const int T = shape.seq_len, mb = cfg_.micro_batch;
+  const int Tl = T / L.cp, t0 = L.cp_rank * Tl;  // context parallel: this rank's positions
   ZAYA_CHECK(shape.global_batch % L.data_world() == 0, "step ", step_ + 1, ": global batch ", shape.global_batch,
              " (batch ramp) is not a multiple of dp * ep = ", L.data_world());
   loader_->next_batch(shape.global_batch, L.data_rank(), L.data_world(), batch_);
@@ -185,6 +193,7 @@ StepRecord Trainer::train_step() {
   r.lr = cfg_.schedule.at(step_, plan_.total_steps());
   zero1_->stats().clear();
   if (ep_experts_) ep_experts_->comm_seconds = 0;
+  if (cp_shard_) cp_shard_->comm_seconds = 0;
   StepVerdict verdict = StepVerdict::Update;
   if (in_skip_window(step_ + 1)) {
     // The batch is drawn (the loader moves on) but nothing is trained: every rank alike.
@@ -195,16 +204,16 @@ StepRecord Trainer::train_step() {
     model_->zero_grads();
     balancer_->clear_counts();
     double sums[2] = {0, 0};  // loss sum, aux loss sum
-    inputs_.resize(size_t(mb) * T);
-    targets_.resize(size_t(mb) * T);
+    inputs_.resize(size_t(mb) * Tl);
+    targets_.resize(size_t(mb) * Tl);
     for (int k = 0; k < micro_steps; ++k) {
       const int rows = std::min(mb, local - k * mb);
       for (int row = 0; row < rows; ++row) {
-        const int32_t* seq = batch_.data() + size_t(k * mb + row) * (T + 1);
-        std::copy(seq, seq + T, inputs_.begin() + size_t(row) * T);
-        std::copy(seq + 1, seq + T + 1, targets_.begin() + size_t(row) * T);
+        const int32_t* seq = batch_.data() + size_t(k * mb + row) * (T + 1) + t0;
+        std::copy(seq, seq + Tl, inputs_.begin() + size_t(row) * Tl);
+        std::copy(seq + 1, seq + Tl + 1, targets_.begin() + size_t(row) * Tl);
       }
-      ForwardResult f = model_->forward(inputs_.data(), targets_.data(), rows, T, 0);
+      ForwardResult f = model_->forward(inputs_.data(), targets_.data(), rows, Tl, t0);
       // The last micro-batch's backward hands finished buckets to the reduction as it goes.
       const bool last = k == micro_steps - 1;
       if (last) {
@@ -249,7 +258,8 @@ StepRecord Trainer::train_step() {
   r.step = step_;
   r.tokens = tokens_;
   r.seconds = timer.seconds();
-  r.comm_seconds = zero1_->stats().total() + (ep_experts_ ? ep_experts_->comm_seconds : 0.0);
+  r.comm_seconds = zero1_->stats().total() + (ep_experts_ ? ep_experts_->comm_seconds : 0.0) +
+                   (cp_shard_ ? cp_shard_->comm_seconds : 0.0);
   r.tokens_per_second = double(shape.global_batch) * T / std::max(r.seconds, 1e-9);
   r.loads = balancer_->loads();
   r.worst_load = balancer_->worst();
@@ -283,7 +293,8 @@ EvalRecord Trainer::evaluate() {
   const dist::Layout& L = groups_.layout;
   const int T = cfg_.phases[size_t(std::max(phase_, 0))].seq_len, B = cfg_.eval_batch;
   const int dw = L.data_world(), dr = L.data_rank();
-  std::vector<int32_t> window(size_t(B) * (T + 1)), in(size_t(B) * T), tg(size_t(B) * T);
+  const int Tl = T / L.cp, t0 = L.cp_rank * Tl;  // context parallel: this rank's positions
+  std::vector<int32_t> window(size_t(B) * (T + 1)), in(size_t(B) * Tl), tg(size_t(B) * Tl);
   if (phase_ < 0) model_->set_rope_theta(cfg_.phases[0].rope_theta);
   std::vector<double> sums(val_.size() * 2, 0.0);  // per source: loss sum, target count
   for (size_t s = 0; s < val_.size(); ++s) {
@@ -292,19 +303,19 @@ EvalRecord Trainer::evaluate() {
     const uint64_t rounds = (batches + uint64_t(dw) - 1) / uint64_t(dw);
     for (uint64_t round = 0; round < rounds; ++round) {
       const uint64_t j = round * uint64_t(dw) + uint64_t(dr);
-      if (j >= batches && L.ep == 1) break;
+      if (j >= batches && L.ep == 1 && L.cp == 1) break;
       const uint64_t w0 = j * uint64_t(B);
       const int rows = j < batches ? int(std::min<uint64_t>(uint64_t(B), n - w0)) : 1;
       for (int r = 0; r < rows; ++r) {
         eval_window(val_[s], T, j < batches ? w0 + uint64_t(r) : 0, window.data() + size_t(r) * (T + 1));
-        const int32_t* seq = window.data() + size_t(r) * (T + 1);
-        std::copy(seq, seq + T, in.begin() + size_t(r) * T);
+        const int32_t* seq = window.data() + size_t(r) * (T + 1) + t0;
+        std::copy(seq, seq + Tl, in.begin() + size_t(r) * Tl);
         if (j < batches)
-          std::copy(seq + 1, seq + T + 1, tg.begin() + size_t(r) * T);
+          std::copy(seq + 1, seq + Tl + 1, tg.begin() + size_t(r) * Tl);
         else
-          std::fill(tg.begin() + size_t(r) * T, tg.begin() + size_t(r + 1) * T, int32_t(kIgnoreIndex));
+          std::fill(tg.begin() + size_t(r) * Tl, tg.begin() + size_t(r + 1) * Tl, int32_t(kIgnoreIndex));
       }
-      ForwardResult f = model_->forward(in.data(), tg.data(), rows, T, 0);
+      ForwardResult f = model_->forward(in.data(), tg.data(), rows, Tl, t0);
       sums[2 * s] += f.loss_sum;
       sums[2 * s + 1] += f.count;
     }

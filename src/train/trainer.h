@@ -34,6 +34,7 @@
 #include "train/schedule.h"
 #include "train/zero1.h"
 #include "dist/comm.h"
+#include "dist/context_parallel.h"
 #include "dist/expert_parallel.h"
 
 namespace zaya {
@@ -160,6 +161,7 @@ class Trainer {
   bool root_ = true;     // world rank 0: progress, metrics, manifest
   std::unique_ptr<Model<float>> model_;
   dist::EpExperts<float>* ep_experts_ = nullptr;  // owned by the model (expert parallel only)
+  dist::CpShard<float>* cp_shard_ = nullptr;      // owned by the model (context parallel only)
   std::unique_ptr<dist::Zero1> zero1_;            // gradient reduction + (sharded) optimizer
   std::unique_ptr<RouterBalancer> balancer_;
   std::unique_ptr<DataLoader> loader_;

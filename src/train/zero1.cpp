@@ -29,7 +29,6 @@ std::vector<FlatRange> runs(const ParamTable& t, FlatRange r, bool want_expert) 
 
 Zero1::Zero1(const ParamTable& table, const OptimizerSettings& s, const Groups& g, Zero1Settings z)
     : table_(table), g_(g), z_(z) {
-  ZAYA_CHECK(g.layout.cp == 1, "zero1: context parallel (cp=", g.layout.cp, ") is not supported yet");
   ZAYA_CHECK(z.bucket_elems > 0, "zero1: bucket size must be > 0");
   const int n = g_.dp.size();
   if (z_.shard) {
@@ -87,6 +86,11 @@ void Zero1::finish() {
   if (z_.shard && g_.dp.size() > 1 && own_.size())
     std::memcpy(grads_ + own_.begin, shard_.data(), own_.size() * sizeof(float));
   stats_.exposed_s += t.seconds();
+  if (g_.cp.size() > 1 && own_.size()) {  // CP ranks hold the same shard, each with its positions' share
+    Timer t2;
+    g_.cp.all_reduce(grads_ + own_.begin, own_.size());
+    stats_.other_s += t2.seconds();
+  }
   if (g_.ep.size() > 1) {  // non-expert tensors are replicated over EP: sum their gradients
     Timer t2;
     std::vector<Request> reqs;
@@ -98,7 +102,8 @@ void Zero1::finish() {
 
 double Zero1::grad_norm() {
   double ss = 0;
-  const bool count_all = z_.shard || g_.dp.rank() == 0;  // replicated (no shard): DP rank 0 counts
+  // Replicated copies count once: without a shard only DP rank 0, and only CP rank 0.
+  const bool count_all = (z_.shard || g_.dp.rank() == 0) && g_.cp.rank() == 0;
   if (count_all) {
     for (const FlatRange& r : expert_) ss += sum_squares(grads_, r);
     if (g_.ep.rank() == 0)

@@ -7,7 +7,9 @@
 //      top of the buffer, down to the embedding at 0): every bucket lying wholly in
 //      [from, total) is reduce-scattered over the DP group, non-blocking, while backward
 //      goes on. finish() issues the rest and waits.
-//   2. Expert parallel: non-expert tensors are replicated over the EP group, so their
+//   2. Context parallel: CP ranks hold the same parameters and shard, each with the gradient
+//      of its own sequence positions: the shard is all-reduced over the CP group.
+//      Expert parallel: non-expert tensors are replicated over the EP group, so their
 //      (DP-reduced) shard is then all-reduced over the EP group; expert weights are not
 //      (each EP rank holds different experts): their gradients are reduced over DP only.
 //   3. grad_norm(): partial sums of squares of this rank's shard (non-expert parts counted
@@ -38,7 +40,7 @@ struct Zero1Settings {
 struct CommStats {
   double exposed_s = 0;  // time blocked waiting for gradient reduction (not overlapped)
   double gather_s = 0;   // parameter all-gather (blocking)
-  double other_s = 0;    // EP all-reduce, norm, counts, loss
+  double other_s = 0;    // CP / EP all-reduces, norm, counts, loss
   void clear() { *this = {}; }
   double total() const { return exposed_s + gather_s + other_s; }
 };
