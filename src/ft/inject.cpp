@@ -236,6 +236,8 @@ void FaultInjector::after_backward(int64_t step, float* grads, size_t n) {
 void FaultInjector::on_stage(const char* stage, int64_t step) {
   const std::string s = stage;
   if (s == "checkpoint") {
+    if (enospc_armed_) write_fault_hook() = nullptr;  // a failed save ends without checkpoint_done
+    enospc_armed_ = false;
     for (const FaultSpec& f : specs_) {
       if (!due(f, step)) continue;
       if (f.kind == FaultKind::Hang && f.at_checkpoint) {

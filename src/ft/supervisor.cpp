@@ -205,16 +205,10 @@ Outcome Supervisor::attempt(bool resume) {
       if (r.have) p.push_back(r.hb.pid);
     return p;
   };
-  auto finish = [&](Outcome::Kind k, int rank, const std::string& stage) {
-    out.kind = k;
-    out.rank = rank;
-    out.stage = stage;
-    out.step = std::max<int64_t>(progress, 0);
-    out.failure_time = progress_time;
-  };
-  for (;;) {
-    job.pump_stderr();
-    const double now = now_s();
+  // Progress = the least step over the ranks, timed by the heartbeats' own clock (polling
+  // may see a step late, or only in the file a dead rank left behind).
+  auto read_all = [&](double now) {
+    const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     for (int r = 0; r < o_.np; ++r) {
       Heartbeat hb;
       RankWatch& x = w[size_t(r)];
@@ -225,13 +219,29 @@ Outcome Supervisor::attempt(bool resume) {
       if (hb.stage == "step") x.stepped = true;
     }
     int64_t least = -1;
+    double when = 0;
     bool all = true;
     for (const RankWatch& x : w) {
       if (!x.have) all = false;
-      else least = least < 0 ? x.hb.step : std::min(least, x.hb.step);
+      else if (least < 0 || x.hb.step < least) least = x.hb.step, when = x.hb.time;
+      else if (x.hb.step == least) when = std::max(when, x.hb.time);
     }
-    if (all && least > progress) progress = least, progress_time = now;
-    if (pending_ && all && least >= pending_step_) settle_pending(true, now);
+    if (all && least > progress) progress = least, progress_time = std::min(now, now - (wall - when));
+    if (pending_ && all && least >= pending_step_) settle_pending(true, std::min(now, now - (wall - when)));
+  };
+  auto finish = [&](Outcome::Kind k, int rank, const std::string& stage) {
+    read_all(now_s());
+    out.kind = k;
+    out.rank = rank;
+    out.stage = stage;
+    if (stage.empty() && rank >= 0 && w[size_t(rank)].have) out.stage = w[size_t(rank)].hb.stage;
+    out.step = std::max<int64_t>(progress, 0);
+    out.failure_time = progress_time;
+  };
+  for (;;) {
+    job.pump_stderr();
+    const double now = now_s();
+    read_all(now);
 
     if (job.poll_exit()) {
       job.pump_stderr();
@@ -251,7 +261,7 @@ Outcome Supervisor::attempt(bool resume) {
         out.last = a.is_object() ? a.value("last", int64_t(0)) : 0;
         if (out.last > 0) out.step = out.last;
       } else {
-        finish(Outcome::Crash, rank, rank >= 0 && w[size_t(rank)].have ? w[size_t(rank)].hb.stage : "");
+        finish(Outcome::Crash, rank, "");
       }
       break;
     }
@@ -268,7 +278,7 @@ Outcome Supervisor::attempt(bool resume) {
     }
     for (int r = 0; r < o_.np && !crashed; ++r)
       if (w[size_t(r)].dead_since >= 0 && now - w[size_t(r)].dead_since > 3.0) {
-        finish(Outcome::Crash, r, w[size_t(r)].hb.stage);
+        finish(Outcome::Crash, r, "");
         crashed = true;
       }
     if (crashed) break;

@@ -1,6 +1,7 @@
 # Shared by tests/ft_*.sh and bench/fault_soak.sh (sourced, not a test): a tiny ZAYA1 on
 # the KJV sample, 4 x 32 tokens per step, a checkpoint every 5 steps.
-#   ft_setup <zaya> <dir> [steps]   prepares data and writes <dir>/run.toml
+#   ft_setup <zaya> <dir> [steps] [interval]   prepares data, writes <dir>/run.toml (async
+#                                   checkpoints) and <dir>/run-sync.toml (synchronous ones)
 #   ft_same_weights A B             every tensor slice checksum of the two final checkpoints equal
 set -euo pipefail
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -77,6 +78,7 @@ keep_last = 3
 [log]
 interval = 10
 TOML
+  sed 's/^keep_last = 3$/keep_last = 3\nasync = false/' "$dir/run.toml" > "$dir/run-sync.toml"
 }
 
 # Slice checksums (name, start, xxh3) of the checkpoint `latest` names under a run's out dir.

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Trainer-side anomaly handling (issue 8), tiny ZAYA1, 30 steps, a checkpoint every 5:
+#  - NaN in the gradients at step 4: the update is skipped, logged and counted; the run
+#    finishes and equals (bit for bit) a run told to skip step 4's data (--skip-steps 4:4).
+#  - A gradient-norm spike (gradients x 1000 at step 15) with the z-score detector on: the
+#    step is skipped; equals --skip-steps 15:15. The same run with the detector off differs.
+#  - K = 3 consecutive NaN steps (16, 17, 18) under zaya launch: the trainer exits 17, the
+#    supervisor rolls back to step 15, skips the window 16-18 and records it; the result equals
+#    --skip-steps 16:18.
+#   bash tests/ft_anomaly.sh <zaya-binary> <build-dir>
+ZAYA=${1:?usage: ft_anomaly.sh <zaya-binary> <build-dir>}
+source "$(dirname "$0")/ft/lib.sh"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+ft_setup "$ZAYA" "$T"
+train() {  # name flags...
+  local name=$1; shift
+  "$ZAYA" train --config "$T/run.toml" --out "$T/$name" --quiet "$@" > "$T/$name.log" 2>&1 ||
+    { cat "$T/$name.log"; fail "$name: run failed"; }
+}
+
+train skip4 --skip-steps 4:4
+train nan --inject nan:step=4
+grep -q '"step":4,"time"' "$T/nan/faults-injected.jsonl" || fail "nan: not injected"
+grep -q 'anomaly: step 4: nonfinite' "$T/nan.log" || { cat "$T/nan.log"; fail "nan: not logged"; }
+[ "$(wc -l < "$T/nan/anomalies.jsonl")" -eq 1 ] || fail "nan: anomalies.jsonl should count 1 anomaly"
+grep -q '"skipped":true' <(grep '"step":4,' "$T/nan/metrics.jsonl") || fail "nan: step 4 not marked skipped in metrics"
+ft_same_weights "$T/skip4" "$T/nan" nan
+
+train skip15 --skip-steps 15:15
+train spike --anomaly-zscore 6 --inject spike:step=15,factor=1000
+grep -q '"kind":"grad_norm_spike"' "$T/spike/anomalies.jsonl" || { cat "$T/spike.log"; fail "spike: not detected"; }
+[ "$(wc -l < "$T/spike/anomalies.jsonl")" -eq 1 ] || { cat "$T/spike/anomalies.jsonl"; fail "spike: false positives"; }
+ft_same_weights "$T/skip15" "$T/spike" spike
+train spike_off --inject spike:step=15,factor=1000
+[ "$(ft_checksums "$T/spike_off")" != "$(ft_checksums "$T/skip15")" ] || fail "spike_off: a spike without the detector changed nothing (the test cannot fail)"
+
+train skip16_18 --skip-steps 16:18
+timeout 300 "$ZAYA" launch --backoff 0.05 --poll 0.05 -- --config "$T/run.toml" --out "$T/kseq" --quiet \
+  --anomaly-max-consecutive 3 --inject nan:step=16 --inject nan:step=17 --inject nan:step=18 > "$T/kseq.log" 2>&1 ||
+  { cat "$T/kseq.log"; fail "kseq: supervised run did not finish"; }
+grep -q 'exits\|aborting the run' "$T/kseq.log" || { cat "$T/kseq.log"; fail "kseq: no abort"; }
+i=$(grep '"kind":"anomalies"' "$T/kseq/incidents.jsonl") || { cat "$T/kseq.log"; fail "kseq: no anomalies incident"; }
+echo "$i" | grep -q '"exit_code":17' || fail "kseq: exit code is not 17: $i"
+echo "$i" | grep -q '"skip_window":\[16,18\]' || fail "kseq: skip window not recorded: $i"
+echo "$i" | grep -q '"step_resumed_from":15' || fail "kseq: not rolled back to step 15: $i"
+grep -q -- '--skip-steps 16:18' "$T/kseq.log" || fail "kseq: the restart did not pass --skip-steps 16:18"
+ft_same_weights "$T/skip16_18" "$T/kseq" k-consecutive
+echo "ft_anomaly: NaN, spike and K-consecutive rollback runs match the runs that skip the same steps"
