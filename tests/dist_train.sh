@@ -8,6 +8,7 @@
 #   2. Exact resume of a DP=2 run: 10 steps, stop, resume to 20: weights and optimizer
 #      state bit-identical to the uninterrupted DP=2 run, and the same losses.
 #   3. Checkpoint layout: one manifest, per-rank files, every tensor tiled by its slices.
+#   4. A rank killed or hung mid-run: the job exits non-zero (comm timeout), never hangs.
 #   bash tests/dist_train.sh <zaya-binary> <build-dir>
 set -euo pipefail
 ZAYA=$(realpath "${1:?usage: dist_train.sh <zaya-binary> <build-dir>}")
@@ -37,4 +38,18 @@ train dp2r 2 --resume
 same_losses dp2 dp2r 0
 "$PY" $CMP "$T/dp2" "$T/dp2r" --exact || fail "DP=2 resume: weights not bit-identical"
 "$PY" $CMP "$T/dp2" "$T/dp2r" --prefix optim. --exact || fail "DP=2 resume: optimizer state not bit-identical"
+
+# A rank that dies (SIGKILL before step 5) or hangs: the job ends non-zero with an error,
+# never a hang (comm timeout 10 s here; the timeout(1) guard only catches a regression).
+sed 's/^comm_timeout = 120/comm_timeout = 10/' "$T/run.toml" > "$T/run_short.toml"
+for fault in "kill:rank=1,step=5" "hang:rank=1,step=5"; do
+  start=$(date +%s)
+  rc=0
+  timeout 120 "${MPIRUN[@]}" -np 2 "$ZAYA" train --config "$T/run_short.toml" --out "$T/fault" --quiet \
+    --inject "$fault" > "$T/fault.log" 2>&1 || rc=$?
+  [ "$rc" -ne 0 ] || fail "$fault: the job exited 0"
+  [ "$rc" -ne 124 ] || { cat "$T/fault.log"; fail "$fault: the job hung"; }
+  echo "$fault: job ended with code $rc after $(( $(date +%s) - start )) s"
+  rm -rf "$T/fault"
+done
 echo "dist_train: OK"
