@@ -36,7 +36,8 @@ train spike_off --inject spike:step=15,factor=1000
 [ "$(ft_checksums "$T/spike_off")" != "$(ft_checksums "$T/skip15")" ] || fail "spike_off: a spike without the detector changed nothing (the test cannot fail)"
 
 train skip16_18 --skip-steps 16:18
-timeout 300 "$ZAYA" launch --backoff 0.05 --poll 0.05 -- --config "$T/run.toml" --out "$T/kseq" --quiet \
+# Synchronous checkpoints: step 15's is then committed before the anomalies start.
+timeout 300 "$ZAYA" launch --backoff 0.05 --poll 0.05 -- --config "$T/run-sync.toml" --out "$T/kseq" --quiet \
   --anomaly-max-consecutive 3 --inject nan:step=16 --inject nan:step=17 --inject nan:step=18 > "$T/kseq.log" 2>&1 ||
   { cat "$T/kseq.log"; fail "kseq: supervised run did not finish"; }
 grep -q 'exits\|aborting the run' "$T/kseq.log" || { cat "$T/kseq.log"; fail "kseq: no abort"; }
