@@ -243,6 +243,7 @@ TEST(CkptHf, BadInputsAreOneLineErrorsAndWriteNothing) {
   }
   fs::rename(t / "hfbad/model.tmp", t / "hfbad/model.safetensors");
   one_line(error_of([&] { import_hf(t / "hfbad", t / "out4", false); }), "missing tensor '" + victim.name + "'");
+  one_line(error_of([&] { verify_hf_dir(t / "hfbad"); }), "missing tensor '" + victim.name + "'");
   nothing_at(t / "out4");
   EXPECT_EQ(error_of([&] { diff_weights(t / "hfbad", t / "full"); }), "");  // a difference, not an error
   {
@@ -303,6 +304,20 @@ TEST(CkptHf, CliConvertsInspectsDiffsAndScores) {
   std::tie(rc, out) = zaya_cli("ckpt export-hf " + t / "run" + " " + t / "hf");
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("not empty"), std::string::npos) << out;
+  std::tie(rc, out) = zaya_cli("ckpt verify " + t / "hf");
+  EXPECT_EQ(rc, 0) << out;
+  {  // a flipped byte: verify names the file, export writes nothing
+    std::fstream f(t / "imp/params-r00000.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x55');
+  }
+  std::tie(rc, out) = zaya_cli("ckpt verify " + t / "imp");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("checksum mismatch in file params-r00000.safetensors"), std::string::npos) << out;
+  std::tie(rc, out) = zaya_cli("ckpt export-hf " + t / "imp" + " " + t / "x");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("checksum mismatch"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(t / "x"));
   std::tie(rc, out) = zaya_cli("ckpt diff " + t / "run" + " " + t / "nowhere");
   EXPECT_NE(rc, 0) << out;
   // --tol exceeded: the table still prints, then a non-zero exit.

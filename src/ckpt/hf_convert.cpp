@@ -356,13 +356,14 @@ ConvertSummary export_hf(const std::string& ckpt_path, const std::string& out, c
 // ---------------------------------------------------------------------------------------
 // Import
 
-ConvertSummary import_hf(const std::string& hfdir, const std::string& out, bool force) {
+namespace {
+
+// Every tensor config.json implies is there with its shape and a float dtype; returns the layout.
+ModelLayout check_hf_tensors(const std::string& hfdir, const HfDir& hf) {
   ZAYA_CHECK(is_hf_dir(hfdir), hfdir, ": no config.json (not an HF directory)");
   const ModelConfig cfg = load_model_config_hf((fs::path(hfdir) / "config.json").string());
   cfg.validate();
-  const ModelLayout L = build_layout(cfg);
-  HfDir hf(hfdir);
-  // Check everything before writing anything.
+  ModelLayout L = build_layout(cfg);
   auto check = [&](const ParamInfo& p, const HfDir::Entry* e) {
     ZAYA_CHECK(e->e->shape == p.shape, e->file->path(), ": tensor '", p.name, "' has shape ", shape_str(e->e->shape),
                ", config.json needs ", shape_str(p.shape));
@@ -384,6 +385,23 @@ ConvertSummary import_hf(const std::string& hfdir, const std::string& out, bool 
   for (const std::string& n : hf.names())
     if (!L.params.find(n) && !L.buffers.find(n) && n != "lm_head.weight")
       log_warn(hf.find(n)->file->path(), ": ignoring unknown tensor '", n, "'");
+  return L;
+}
+
+}  // namespace
+
+size_t verify_hf_dir(const std::string& hfdir) {
+  ZAYA_CHECK(is_hf_dir(hfdir), hfdir, ": no config.json (not an HF directory)");
+  HfDir hf(hfdir);
+  check_hf_tensors(hfdir, hf);
+  return hf.names().size();
+}
+
+ConvertSummary import_hf(const std::string& hfdir, const std::string& out, bool force) {
+  ZAYA_CHECK(is_hf_dir(hfdir), hfdir, ": no config.json (not an HF directory)");
+  HfDir hf(hfdir);
+  const ModelLayout L = check_hf_tensors(hfdir, hf);
+  const ModelConfig& cfg = L.cfg;
 
   // Zero-copy where the stored dtype is one a checkpoint holds (F32, BF16): the writer reads
   // straight from the memory-mapped HF files. F16/F64 are converted to F32.

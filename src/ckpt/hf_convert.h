@@ -72,6 +72,10 @@ ConvertSummary export_hf(const std::string& ckpt, const std::string& out, const 
 // when F32 or BF16 (no rounding); absent balancing biases get their initial values.
 ConvertSummary import_hf(const std::string& hfdir, const std::string& out, bool force);
 
+// Checks an HF directory loads: files and index consistent, every tensor config.json
+// implies present with its shape. Returns the number of tensors.
+size_t verify_hf_dir(const std::string& hfdir);
+
 // Per-tensor comparison of two weight sets, each a zaya checkpoint or an HF directory,
 // matched by HF name (a checkpoint's param/ and buffer/ prefixes are dropped).
 struct TensorDiff {
