@@ -10,32 +10,18 @@
 
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
+#include "test_util.h"
 
 using namespace zaya;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("zaya_test_ckpt_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
+struct TempDir : test_util::TempDir {
+  explicit TempDir(const std::string& tag) : test_util::TempDir("ckpt", tag) {}
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::error_of;
 
 std::vector<float> iota_f(size_t n, float base) {
   std::vector<float> v(n);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "test_util.h"
 #include "train/loader.h"
 #include "train/prepare.h"
 #include "train/shard.h"
@@ -24,16 +25,8 @@ namespace {
 
 const char* kSample = ZAYA_SOURCE_DIR "/tests/data/kjv_sample.txt";
 
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("zaya_test_data_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
+struct TempDir : test_util::TempDir {
+  explicit TempDir(const std::string& tag) : test_util::TempDir("data", tag) {}
 };
 
 std::string read_text(const std::string& path) {
@@ -43,15 +36,7 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::error_of;
 
 // A model trained once on the sample and shared by the tests below.
 const std::string& sample_model() {

@@ -10,6 +10,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
+#include "test_util.h"
 #include "core/rng.h"
 #include "model/model.h"
 #include "train/balancer.h"
@@ -26,26 +27,11 @@ namespace {
 
 const std::string kTiny = ZAYA_SOURCE_DIR "/configs/zaya1-tiny.toml";
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("zaya_test_train_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
+struct TempDir : test_util::TempDir {
+  explicit TempDir(const std::string& tag) : test_util::TempDir("train", tag) {}
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::error_of;
 
 // Two token sources for the tiny model (vocab 96): "a" cycles through a pattern with a
 // little noise (learnable), "b" is uniform noise.
