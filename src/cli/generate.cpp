@@ -11,11 +11,13 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "ckpt/hf_mmap.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "model/decode.h"
+#include "model/infer.h"
 #include "train/tokenizer.h"
 
 namespace {
@@ -27,6 +29,7 @@ struct GenArgs {
   int top_k = 50, max_tokens = 128;
   uint64_t seed = 1;
   bool no_eos_prefix = false;
+  bool fp32 = false;  // HF bf16 weights: load an fp32 copy instead of using them in place
 };
 
 // Temperature, then top-k, then top-p (nucleus) over the survivors; temperature 0: argmax.
@@ -59,10 +62,15 @@ int sample(const float* logits, int V, const GenArgs& a, zaya::Philox& rng, std:
 
 void run(const GenArgs& a) {
   std::unique_ptr<zaya::Model<float>> model;
+  std::unique_ptr<zaya::InferModel> inplace;  // bf16 HF weights, memory-mapped
   std::string tok_path = a.tokenizer;
   if (fs::exists(fs::path(a.ckpt) / "config.json")) {  // an HF directory
-    model = std::make_unique<zaya::Model<float>>(zaya::load_model_config(a.ckpt));
-    zaya::load_hf_weights(a.ckpt, *model);
+    if (!a.fp32 && zaya::hf_weights_are_bf16(a.ckpt)) {
+      inplace = std::make_unique<zaya::InferModel>(zaya::load_model_config(a.ckpt), zaya::open_hf_weights(a.ckpt));
+    } else {
+      model = std::make_unique<zaya::Model<float>>(zaya::load_model_config(a.ckpt));
+      zaya::load_hf_weights(a.ckpt, *model);
+    }
     if (tok_path.empty()) tok_path = zaya::find_model_tokenizer(a.ckpt);  // tokenizer.json, else .model
   } else {
     zaya::Checkpoint ck(a.ckpt);
@@ -72,7 +80,8 @@ void run(const GenArgs& a) {
   }
   ZAYA_CHECK(!tok_path.empty(), a.ckpt, ": no tokenizer.json or tokenizer.model there; pass --tokenizer");
   auto tok = zaya::load_tokenizer(tok_path);
-  const int V = model->cfg().vocab_size;
+  const zaya::ModelConfig& cfg = inplace ? inplace->cfg() : model->cfg();
+  const int V = cfg.vocab_size;
   ZAYA_CHECK(tok->vocab_size() <= V, "tokenizer ", tok_path, " has ", tok->vocab_size(),
              " pieces but the model's vocabulary is ", V);
   // Training documents start right after an EOS, so the prompt does too (unless asked not to).
@@ -80,16 +89,22 @@ void run(const GenArgs& a) {
   if (!a.no_eos_prefix && tok->eos_id() >= 0) ids.push_back(tok->eos_id());
   for (int32_t t : tok->encode(a.prompt)) ids.push_back(t);
   ZAYA_CHECK(!ids.empty(), "--prompt is empty and the tokenizer has no EOS to start from");
-  const int max_len = std::min<int>(int(ids.size()) + a.max_tokens, model->cfg().max_position_embeddings);
+  const int max_len = std::min<int>(int(ids.size()) + a.max_tokens, cfg.max_position_embeddings);
   ZAYA_CHECK(int(ids.size()) < max_len, "prompt of ", ids.size(), " tokens leaves no room under max_position_embeddings ",
-             model->cfg().max_position_embeddings);
+             cfg.max_position_embeddings);
 
-  zaya::Decoder<float> dec(*model, 1, max_len);
+  std::unique_ptr<zaya::Decoder<float>> dec32;
+  std::unique_ptr<zaya::InferDecoder> dec16;
+  if (inplace)
+    dec16 = std::make_unique<zaya::InferDecoder>(*inplace, 1, max_len);
+  else
+    dec32 = std::make_unique<zaya::Decoder<float>>(*model, 1, max_len);
+  auto feed = [&](const int32_t* t, int n) { return dec16 ? dec16->feed(t, n) : dec32->feed(t, n); };
   zaya::Philox rng(a.seed, zaya::hash_name("zaya.generate"));
   std::vector<int> idx;
   std::vector<double> p;
   zaya::Timer timer;
-  const float* logits = dec.feed(ids.data(), int(ids.size()));
+  const float* logits = feed(ids.data(), int(ids.size()));
   const size_t first = a.no_eos_prefix ? 0 : 1;
   std::vector<int32_t> shown(ids.begin() + long(first), ids.end());
   std::string printed = tok->decode(shown);
@@ -105,9 +120,9 @@ void run(const GenArgs& a) {
       std::printf("%s", text.c_str() + printed.size());
     printed = std::move(text);
     std::fflush(stdout);
-    if (generated == a.max_tokens || dec.pos() >= max_len) break;
+    if (generated == a.max_tokens || (dec16 ? dec16->pos() : dec32->pos()) >= max_len) break;
     int32_t t = next;
-    logits = dec.feed(&t, 1);
+    logits = feed(&t, 1);
   }
   std::printf("\n");
   std::fprintf(stderr, "[%d tokens in %.2f s, %.1f tokens/s]\n", generated, timer.seconds(),
@@ -137,5 +152,6 @@ ZAYA_COMMAND("generate", "Sample text from a checkpoint (temperature, top-k, top
                    ->check(CLI::PositiveNumber);
                app.add_option("--tokenizer", a->tokenizer, "tokenizer.json or SentencePiece .model (default: the checkpoint's)");
                app.add_flag("--no-eos-prefix", a->no_eos_prefix, "do not start the context with EOS");
+               app.add_flag("--fp32", a->fp32, "HF dir with bf16 weights: load an fp32 copy (default: use them in place)");
                app.callback([a] { run(*a); });
              });

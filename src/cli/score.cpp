@@ -10,9 +10,11 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "ckpt/hf_mmap.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/infer.h"
 #include "model/model.h"
 #include "train/tokenizer.h"
 
@@ -36,6 +38,7 @@ std::vector<int32_t> read_ids(const std::string& path) {
 struct Opts {
   std::string model, ckpt, ids, text, tokenizer;
   bool json = false;
+  bool fp32 = false;  // HF bf16 weights: load an fp32 copy instead of using them in place
 };
 
 void run(const Opts& o) {
@@ -71,15 +74,25 @@ void run(const Opts& o) {
     if (ids[i] >= cfg.vocab_size)
       zaya::fail(ids_path, ": token id ", ids[i], " at index ", i, " is outside the vocabulary (", cfg.vocab_size, ")");
   const bool as_json = o.json;
-  zaya::Model<float> m(cfg);
-  if (ck)
-    zaya::load_checkpoint_model(*ck, m);
-  else
-    zaya::load_hf_weights(o.model, m);
   const int T = int(ids.size()) - 1;
-  auto r = m.forward(ids.data(), ids.data() + 1, 1, T);
   std::vector<double> lp(T);
-  for (int t = 0; t < T; ++t) lp[t] = double(m.logits()[size_t(t) * cfg.vocab_size + ids[t + 1]]) - m.lse()[t];
+  zaya::ForwardResult r;
+  if (!ck && !o.fp32 && zaya::hf_weights_are_bf16(o.model)) {  // bf16 HF weights, memory-mapped, used in place
+    zaya::InferModel im(cfg, zaya::open_hf_weights(o.model));
+    zaya::InferDecoder dec(im, 1, int(ids.size()));
+    lp = dec.logprobs(ids.data(), int(ids.size()));
+    for (double v : lp) r.loss_sum -= v;
+    r.count = T;
+    r.loss = r.loss_sum / T;
+  } else {
+    zaya::Model<float> m(cfg);
+    if (ck)
+      zaya::load_checkpoint_model(*ck, m);
+    else
+      zaya::load_hf_weights(o.model, m);
+    r = m.forward(ids.data(), ids.data() + 1, 1, T);
+    for (int t = 0; t < T; ++t) lp[t] = double(m.logits()[size_t(t) * cfg.vocab_size + ids[t + 1]]) - m.lse()[t];
+  }
   if (as_json) {
     nlohmann::json j = {{"logprobs", lp}, {"loss", r.loss}, {"tokens", r.count}, {"perplexity", std::exp(r.loss)}};
     std::printf("%s\n", j.dump().c_str());
@@ -99,6 +112,7 @@ ZAYA_COMMAND("score", "Log-probabilities of tokens under a model, mean loss and 
   app.add_option("--ids", o->ids, "file of whitespace-separated token ids");
   app.add_option("--text", o->text, "raw text file, tokenized with the run's (or --tokenizer) tokenizer");
   app.add_option("--tokenizer", o->tokenizer, "tokenizer.json or SentencePiece .model for --text");
+  app.add_flag("--fp32", o->fp32, "HF dir with bf16 weights: load an fp32 copy (default: use them in place)");
   app.add_flag("--json", o->json, "print {\"logprobs\": [...], \"loss\": x, \"tokens\": n}");
   app.callback([o] { run(*o); });
 });

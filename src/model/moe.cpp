@@ -93,7 +93,7 @@ void MoeScratch<T>::resize(const ModelConfig& c, int N) {
 // Biased top-k with the MoD rule; returns the gap between the k-th chosen biased score and
 // the best unchosen one (how far this token is from a routing tie).
 template <class T>
-static double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_t* choice, T* gate) {
+double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_t* choice, T* gate) {
   bool taken[256] = {};
   double kth = 0;
   for (int kk = 0; kk < K; ++kk) {
@@ -278,6 +278,7 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
 }
 
 #define ZAYA_INST(T)                                                                                              \
+  template double route_token<T>(const T*, const T*, int, int, int, int32_t*, T*);                              \
   template struct LocalExperts<T>;                                                                                \
   template struct MoeSaved<T>;                                                                                    \
   template struct MoeScratch<T>;                                                                                  \

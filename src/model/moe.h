@@ -64,6 +64,11 @@ struct MoeScratch {
   void resize(const ModelConfig& c, int N);
 };
 
+// Biased top-k with the MoD rule for one token (prob [NC] after softmax, bias [NC]): chosen
+// classes and gates [K]; returns the gap to the best unchosen class (shared with model/infer).
+template <class T>
+double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_t* choice, T* gate);
+
 // r_prev: the previous MoE sub-layer's r (nullptr for the first one). Writes out_ND.
 template <class T>
 void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* balancing_bias, const MoeOffsets& o,

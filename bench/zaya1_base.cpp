@@ -1,0 +1,158 @@
+// Full-shape ZAYA1-base on a CPU with bf16 weights used in place (issue 9): writes a
+// random-weight bf16 HF directory (~17.7 GB, sharded), then measures load time, peak RSS,
+// prefill tokens/s, decode tokens/s at batch 1 and 8, and the decode roofline ratio
+//   (weight bytes read per step / STREAM triad bandwidth) / measured time per step.
+//   bench_zaya1_base [--dir D] [--keep] [--reuse] [--triad-gbs G] [--config TOML]
+//                    [--prompt N] [--steps N] [--batch N] [--threads N]
+// Without --triad-gbs it runs STREAM triad (as `zaya bench mem`) on this machine first.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "bench/mem_bench.h"
+#include "ckpt/hf_mmap.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "kernels/linear_bf16.h"
+#include "model/infer.h"
+
+namespace fs = std::filesystem;
+using namespace zaya;
+
+namespace {
+
+struct Args {
+  std::string dir = "/tmp/zaya1_base_bench", config = ZAYA_SOURCE_DIR "/configs/zaya1-base.toml";
+  bool keep = false, reuse = false;
+  double triad_gbs = 0;
+  int prompt = 512, steps = 16, batch = 8, threads = 0;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) fail(k, " needs a value");
+      return argv[++i];
+    };
+    if (k == "--dir") a.dir = val();
+    else if (k == "--config") a.config = val();
+    else if (k == "--keep") a.keep = true;
+    else if (k == "--reuse") a.reuse = a.keep = true;
+    else if (k == "--triad-gbs") a.triad_gbs = std::atof(val().c_str());
+    else if (k == "--prompt") a.prompt = std::atoi(val().c_str());
+    else if (k == "--steps") a.steps = std::atoi(val().c_str());
+    else if (k == "--batch") a.batch = std::atoi(val().c_str());
+    else if (k == "--threads") a.threads = std::atoi(val().c_str());
+    else fail("unknown option ", k, " (see the comment at the top of bench/zaya1_base.cpp)");
+  }
+  ZAYA_CHECK(a.prompt > 0 && a.steps > 0 && a.batch > 0, "--prompt, --steps and --batch must be positive");
+  return a;
+}
+
+// Linux: writing 5 to clear_refs resets VmHWM, so the peak covers only what follows.
+void reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+}
+
+double triad_gbs(int threads) {
+  // 3 arrays of 256 MB: far beyond any cache.
+  bench::StreamRun r = bench::run_stream(int64_t(32) << 20, 10, threads);
+  for (auto& k : r.kernels)
+    if (k.name == "triad") return k.best_MBps / 1e3;
+  fail("STREAM run has no triad");
+}
+
+std::vector<int32_t> ids(int n, int V, uint64_t seed) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  Philox r(seed, 7);
+  for (auto& x : v) x = int32_t(r.below(uint64_t(V)));
+  return v;
+}
+
+// Greedy decode of `steps` tokens from the logits of the last feed; returns seconds and
+// the mean weight bytes read per step.
+std::pair<double, double> decode(InferDecoder& dec, const float* logits, int steps, int V) {
+  const int B = dec.batch();
+  std::vector<int32_t> next(static_cast<size_t>(B));
+  double bytes = 0;
+  Timer t;
+  for (int s = 0; s < steps; ++s) {
+    for (int b = 0; b < B; ++b) {
+      const float* z = logits + size_t(b) * V;
+      next[size_t(b)] = int32_t(std::max_element(z, z + V) - z);
+    }
+    logits = dec.feed(next.data(), 1);
+    bytes += double(dec.last_weight_bytes());
+  }
+  return {t.seconds(), bytes / steps};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args a = parse(argc, argv);
+    if (a.threads > 0) omp_set_num_threads(a.threads);
+    const int threads = omp_get_max_threads();
+    const ModelConfig cfg = load_model_config(a.config);
+    std::printf("model %s, %d threads, bf16 kernel %s\n", cfg.name.c_str(), threads, linear_bf16_kernel());
+    const double triad = a.triad_gbs > 0 ? a.triad_gbs : triad_gbs(threads);
+    std::printf("STREAM triad %.2f GB/s%s\n", triad, a.triad_gbs > 0 ? " (given)" : " (measured now)");
+    if (!(a.reuse && fs::exists(fs::path(a.dir) / "config.json"))) {
+      Timer tw;
+      const uint64_t bytes = write_random_hf_bf16(a.dir, cfg, 1, size_t(1) << 30);
+      std::printf("wrote %s: %.2f GB in %.1f s\n", a.dir.c_str(), bytes / 1e9, tw.seconds());
+    }
+    reset_peak_rss();
+    const size_t rss0 = current_rss_bytes();
+    Timer tl;
+    InferModel model(cfg, open_hf_weights(a.dir));
+    const double load_s = tl.seconds();
+    std::printf("load: %.2f s (%.2f GB mapped)\n", load_s, model.stored_bytes() / 1e9);
+    const int V = cfg.vocab_size;
+    {  // prefill at batch 1, then decode at batch 1
+      InferDecoder dec(model, 1, a.prompt + a.steps + 4);
+      auto p = ids(a.prompt, V, 1);
+      Timer tp;
+      const float* lg = dec.feed(p.data(), a.prompt);
+      const double pre_s = tp.seconds();
+      std::printf("prefill %d tokens: %.2f s, %.1f tokens/s (first touch of the mapped weights included)\n",
+                  a.prompt, pre_s, a.prompt / pre_s);
+      decode(dec, lg, 2, V);  // warm-up
+      auto [s, bytes] = decode(dec, dec.feed(p.data(), 1), a.steps, V);
+      const double per_tok = s / a.steps, ideal = bytes / (triad * 1e9);
+      std::printf("decode batch 1: %.2f tokens/s (%.1f ms/token), %.3f GB weights/token, roofline %.1f ms -> "
+                  "ratio %.2f\n",
+                  a.steps / s, per_tok * 1e3, bytes / 1e9, ideal * 1e3, ideal / per_tok);
+    }
+    {  // batched decode: `batch` prompts of 32 tokens, then steps
+      InferDecoder dec(model, a.batch, 32 + a.steps + 3);
+      auto p = ids(32 * a.batch, V, 2);
+      const float* lg = dec.feed(p.data(), 32);
+      auto [s, bytes] = decode(dec, lg, a.steps, V);
+      std::printf("decode batch %d: %.2f tokens/s (%.1f ms/step), %.3f GB weights/step\n", a.batch,
+                  a.batch * a.steps / s, s / a.steps * 1e3, bytes / 1e9);
+    }
+    std::printf("peak RSS: %.2f GB (at load start %.2f GB; model files %.2f GB)\n", peak_rss_bytes() / 1e9,
+                rss0 / 1e9, model.stored_bytes() / 1e9);
+    if (!a.keep) {
+      fs::remove_all(a.dir);
+      std::printf("removed %s\n", a.dir.c_str());
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_zaya1_base: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,156 @@
+#include "ckpt/hf_mmap.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/safetensors.h"
+#include "core/bf16.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace zaya {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// The safetensors files of an HF directory, in index order (one shard per file name).
+std::vector<std::string> shard_files(const std::string& dir, std::map<std::string, std::string>* weight_map) {
+  fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (!fs::exists(index)) {
+    fs::path p = fs::path(dir) / "model.safetensors";
+    if (!fs::exists(p)) fail(dir, ": neither model.safetensors nor model.safetensors.index.json found");
+    return {p.string()};
+  }
+  std::ifstream f(index);
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::parse_error& e) {
+    fail(index.string(), ": invalid JSON (", e.what(), ")");
+  }
+  if (!j.contains("weight_map") || !j["weight_map"].is_object()) fail(index.string(), ": missing object 'weight_map'");
+  std::vector<std::string> files;
+  std::map<std::string, bool> seen;
+  for (auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) fail(index.string(), ": weight_map entry '", name, "' is not a file name");
+    const std::string fn = file.get<std::string>();
+    if (weight_map) (*weight_map)[name] = fn;
+    if (seen[fn]) continue;
+    seen[fn] = true;
+    const fs::path p = fs::path(dir) / fn;
+    if (!fs::exists(p)) fail(index.string(), ": shard '", fn, "' (holding '", name, "') is missing");
+    files.push_back(p.string());
+  }
+  return files;
+}
+
+}  // namespace
+
+WeightStore open_hf_weights(const std::string& dir) {
+  WeightStore s;
+  s.origin = dir;
+  std::map<std::string, std::string> weight_map;
+  for (const std::string& path : shard_files(dir, &weight_map)) {
+    auto file = std::make_shared<SafetensorsFile>(path);  // mmap: no bytes read yet
+    for (const TensorEntry& e : file->tensors()) {
+      WeightDType dt;
+      if (e.dtype == DType::BF16)
+        dt = WeightDType::BF16;
+      else if (e.dtype == DType::F32)
+        dt = WeightDType::F32;
+      else
+        fail(path, ": tensor '", e.name, "' is ", dtype_name(e.dtype),
+             "; the in-place path reads F32 or BF16 (use the fp32 path)");
+      s.add(e.name, WeightView{dt, e.shape, file->data(e), path});
+    }
+    s.keep_alive(file);
+  }
+  for (auto& [name, fn] : weight_map)
+    if (!s.find(name)) fail((fs::path(dir) / fn).string(), ": the index says it holds '", name, "' but it does not");
+  return s;
+}
+
+bool hf_weights_are_bf16(const std::string& dir) {
+  for (const std::string& path : shard_files(dir, nullptr)) {
+    SafetensorsFile f(path);
+    for (const TensorEntry& e : f.tensors())
+      if (e.shape.size() == 2) return e.dtype == DType::BF16;
+  }
+  return false;
+}
+
+uint64_t write_random_hf_bf16(const std::string& dir, const ModelConfig& cfg, uint64_t seed, size_t max_shard_bytes) {
+  ModelLayout L = build_layout(cfg);
+  fs::create_directories(dir);
+  std::vector<float> bufs(L.buffers.total);
+  init_buffers(L, bufs.data());
+  struct Item { const ParamInfo* p; bool buffer; };
+  std::vector<std::vector<Item>> shards(1);
+  size_t cur = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (const ParamInfo& p : (pass ? L.buffers : L.params).params) {
+      const size_t bytes = p.numel * (pass ? 4 : 2);
+      if (max_shard_bytes && cur + bytes > max_shard_bytes && !shards.back().empty()) shards.emplace_back(), cur = 0;
+      shards.back().push_back({&p, pass == 1});
+      cur += bytes;
+    }
+  json weight_map = json::object();
+  uint64_t total = 0;
+  auto pad5 = [](size_t v) { std::string s = std::to_string(v); return std::string(5 - s.size(), '0') + s; };
+  for (size_t si = 0; si < shards.size(); ++si) {
+    const std::string fn = shards.size() == 1 ? "model.safetensors"
+                                              : cat("model-", pad5(si + 1), "-of-", pad5(shards.size()), ".safetensors");
+    SafetensorsWriter w;
+    w.set_metadata("format", "pt");
+    std::vector<std::vector<uint8_t>> held;  // the writer keeps pointers until write()
+    for (const Item& it : shards[si]) {
+      const ParamInfo& p = *it.p;
+      if (it.buffer) {
+        w.add(p.name, DType::F32, p.shape, bufs.data() + p.offset, p.numel * 4);
+      } else {
+        held.emplace_back(p.numel * 2);
+        bf16* d = reinterpret_cast<bf16*>(held.back().data());
+        const bool one = p.role == ParamRole::Norm || p.role == ParamRole::Scale;
+        const bool zero = p.role == ParamRole::Bias;
+        const uint64_t key = hash_name(p.name);
+        const int64_t n = int64_t(p.numel);
+        // Uniform with standard deviation init_std: cheap enough for billions of values.
+        const float a = float(cfg.init_std * std::sqrt(3.0)) / 32768.f;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i += 4096) {
+          Philox r(seed, key ^ uint64_t(i));
+          for (int64_t k = i; k < std::min(n, i + 4096); k += 4) {
+            const uint64_t u = r.next_u64();
+            for (int64_t j = k; j < std::min(n, k + 4); ++j) {
+              const float v = float(int(uint16_t(u >> (16 * (j - k)))) - 32768) * a;
+              d[j] = to_bf16(one ? 1.f : zero ? 0.f : v);
+            }
+          }
+        }
+        w.add(p.name, DType::BF16, p.shape, d, p.numel * 2);
+      }
+      weight_map[p.name] = fn;
+    }
+    total += w.data_bytes();
+    w.write((fs::path(dir) / fn).string());
+  }
+  if (shards.size() > 1) {
+    json idx = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    const std::string s = idx.dump(2);
+    write_file_atomic((fs::path(dir) / "model.safetensors.index.json").string(), s.data(), s.size());
+  }
+  json c = cfg.to_hf_json();
+  c["torch_dtype"] = "bfloat16";
+  const std::string cs = c.dump(2);
+  write_file_atomic((fs::path(dir) / "config.json").string(), cs.data(), cs.size());
+  return total;
+}
+
+}  // namespace zaya

@@ -1,0 +1,117 @@
+#include "kernels/linear_bf16.h"
+
+// GCC 12 warns about its own _mm512_undefined_* inside the intrinsics headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "kernels/gemm.h"
+
+namespace zaya {
+
+namespace {
+
+std::atomic<bool> g_portable{false};
+
+bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_features().avx512_bf16; }
+
+// x rows rounded to bf16, K padded with zeros to a multiple of 32 (one vdpbf16ps step).
+void round_rows(std::vector<bf16>& xb, const float* x, int ldx, int M, int K, int Kp) {
+  xb.resize(size_t(M) * Kp);
+  for (int m = 0; m < M; ++m) {
+    bf16* dst = xb.data() + size_t(m) * Kp;
+    convert_to_bf16(x + size_t(m) * ldx, dst, size_t(K));
+    std::fill(dst + K, dst + Kp, bf16{0});
+  }
+}
+
+constexpr int kRows = 4;   // W rows per block (one block per task)
+constexpr int kMBlock = 4;  // x rows per micro-kernel
+constexpr int kMTile = 64;  // x rows kept hot (in L2) while W streams
+
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_native(float* y, int ldy, const bf16* xb, int Kp,
+                                                                         const bf16* W, int n0, int nr, int m0,
+                                                                         int mr, int K, float beta) {
+  __m512 acc[kMBlock][kRows];
+  for (int i = 0; i < kMBlock; ++i)
+    for (int j = 0; j < kRows; ++j) acc[i][j] = _mm512_setzero_ps();
+  const int full = K / 32, rem = K % 32;
+  const __mmask32 tail = rem ? (__mmask32(1) << rem) - 1 : 0;
+  for (int s = 0; s <= full; ++s) {
+    if (s == full && !rem) break;
+    const int k = s * 32;
+    __m512i w[kRows];
+    for (int j = 0; j < kRows; ++j) {
+      const bf16* wr = W + size_t(n0 + std::min(j, nr - 1)) * K + k;
+      w[j] = s < full ? _mm512_loadu_si512(wr) : _mm512_maskz_loadu_epi16(tail, wr);
+    }
+    for (int i = 0; i < mr; ++i) {
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + size_t(m0 + i) * Kp + k);
+      for (int j = 0; j < kRows; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, (__m512bh)w[j]);
+    }
+  }
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      float* o = y + size_t(m0 + i) * ldy + n0 + j;
+      const float v = _mm512_reduce_add_ps(acc[i][j]);
+      *o = beta == 0.f ? v : *o * beta + v;
+    }
+}
+
+void block_portable(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int nr, int m0, int mr, int K,
+                    float beta) {
+  float w[512];
+  for (int j = 0; j < nr; ++j) {
+    const bf16* wr = W + size_t(n0 + j) * K;
+    float acc[kMBlock] = {};
+    for (int k0 = 0; k0 < K; k0 += 512) {
+      const int kn = std::min(512, K - k0);
+      convert_from_bf16(wr + k0, w, size_t(kn));
+      for (int i = 0; i < mr; ++i) {
+        const bf16* xr = xb + size_t(m0 + i) * Kp + k0;
+        float s = 0;
+        for (int k = 0; k < kn; ++k) s += from_bf16(xr[k]) * w[k];
+        acc[i] += s;
+      }
+    }
+    for (int i = 0; i < mr; ++i) {
+      float* o = y + size_t(m0 + i) * ldy + n0 + j;
+      *o = beta == 0.f ? acc[i] : *o * beta + acc[i];
+    }
+  }
+}
+
+}  // namespace
+
+const char* linear_bf16_kernel() { return use_native() ? "avx512bf16" : "portable"; }
+void linear_bf16_force_portable(bool on) { g_portable = on; }
+
+void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
+  if (M <= 0 || N <= 0) return;
+  const int Kp = (K + 31) / 32 * 32;
+  static thread_local std::vector<bf16> xb;
+  round_rows(xb, x, ldx, M, K, Kp);
+  const bool native = use_native();
+  const int blocks = (N + kRows - 1) / kRows;
+  const bf16* xp = xb.data();
+  for (int mt = 0; mt < M; mt += kMTile) {
+    const int mend = std::min(M, mt + kMTile);
+#pragma omp parallel for schedule(static) if (size_t(N) * K * (mend - mt) > 32768)
+    for (int b = 0; b < blocks; ++b) {
+      const int n0 = b * kRows, nr = std::min(kRows, N - n0);
+      for (int m0 = mt; m0 < mend; m0 += kMBlock) {
+        const int mr = std::min(kMBlock, mend - m0);
+        if (native)
+          block_native(y, ldy, xp, Kp, W, n0, nr, m0, mr, K, beta);
+        else
+          block_portable(y, ldy, xp, Kp, W, n0, nr, m0, mr, K, beta);
+      }
+    }
+  }
+}
+
+}  // namespace zaya

@@ -1,0 +1,22 @@
+// Linear layers over bf16 weights used in place (memory-mapped checkpoints):
+//   y[M, N] = x[M, K] W[N, K]^T, W bf16 row-major, x rounded to bf16, fp32 accumulation.
+// AVX512-BF16 (vdpbf16ps) when the CPU has it, a portable loop otherwise (same rounding
+// of x, so both give the same sums up to their order). OpenMP over blocks of output rows;
+// all M rows of x are done against a block of W while it is in L1, so a batch of decode
+// rows shares each weight read.
+#pragma once
+#include <cstddef>
+
+#include "core/bf16.h"
+
+namespace zaya {
+
+// ldx, ldy: row strides (elements) of x and y. beta 0 overwrites y, 1 accumulates.
+void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta = 0.f);
+
+// Which kernel runs: "avx512bf16" or "portable". force_portable (tests, comparisons)
+// switches the process to the portable loop.
+const char* linear_bf16_kernel();
+void linear_bf16_force_portable(bool on);
+
+}  // namespace zaya

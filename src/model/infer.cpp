@@ -1,0 +1,331 @@
+#include "model/infer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "kernels/attention.h"
+#include "kernels/conv.h"
+#include "kernels/gemm.h"
+#include "kernels/linear_bf16.h"
+#include "kernels/norm.h"
+
+namespace zaya {
+
+void Linear::apply(float* y, int ldy, const float* x, int ldx, int M, float beta) const {
+  if (dtype == WeightDType::BF16)
+    linear_bf16(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta);
+  else
+    gemm(Trans::N, Trans::T, M, N, K, 1.f, x, ldx, static_cast<const float*>(w), K, beta, y, ldy);
+}
+
+// ---------------------------------------------------------------- model
+
+InferModel::InferModel(const ModelConfig& cfg, WeightStore store) : cfg_(cfg), store_(std::move(store)) {
+  const ModelLayout L = build_layout(cfg);
+  std::unordered_map<size_t, const ParamInfo*> at;
+  for (const ParamInfo& p : L.params.params) at[p.offset] = &p;
+  auto mat = [&](size_t off) {
+    const ParamInfo& p = *at.at(off);
+    const WeightView& v = store_.get(p.name, p.shape);
+    return Linear{v.dtype, v.data, int(p.shape[0]), int(p.shape[1])};
+  };
+  auto to_f32 = [&](const WeightView& v) {
+    std::vector<float> f(v.numel());
+    if (v.dtype == WeightDType::BF16)
+      for (size_t i = 0; i < f.size(); ++i) {
+        bf16 h;
+        std::memcpy(&h, static_cast<const uint8_t*>(v.data) + 2 * i, 2);
+        f[i] = from_bf16(h);
+      }
+    else
+      std::memcpy(f.data(), v.data, 4 * f.size());  // the view may be unaligned
+    small_.push_back(std::move(f));
+    return small_.back().data();
+  };
+  auto vec = [&](size_t off) -> const float* {
+    if (off == kNone) return nullptr;
+    const ParamInfo& p = *at.at(off);
+    return to_f32(store_.get(p.name, p.shape));
+  };
+  auto res_scale = [&](const ResScaleOffsets& o) { return ResScale{vec(o.hs_scale), vec(o.hs_bias), vec(o.res_scale), vec(o.res_bias)}; };
+  std::vector<float> init_bufs(L.buffers.total);
+  init_buffers(L, init_bufs.data());
+  embed = mat(L.embed);
+  for (int n = 0; n < cfg.num_sublayers(); ++n) {
+    const SublayerOffsets& so = L.sub[size_t(n)];
+    Sublayer s;
+    s.attention = so.attention;
+    s.rs = res_scale(so.rs);
+    s.norm = vec(so.norm);
+    if (so.attention) {
+      const CcaOffsets& o = so.cca;
+      s.a = Attn{mat(o.wq), mat(o.wk), mat(o.wv1), mat(o.wv2), mat(o.wo), vec(o.conv0_w), vec(o.conv0_b),
+                 vec(o.conv1_w), vec(o.conv1_b), vec(o.temp)};
+    } else {
+      const RouterOffsets& r = so.moe.router;
+      s.m.down = mat(r.down_w);
+      s.m.mlp0 = mat(r.mlp0_w);
+      s.m.mlp2 = mat(r.mlp2_w);
+      s.m.mlp4 = mat(r.mlp4_w);
+      s.m.down_b = vec(r.down_b);
+      s.m.eda = vec(r.eda_scale);
+      s.m.norm = vec(r.norm_w);
+      s.m.mlp0_b = vec(r.mlp0_b);
+      s.m.mlp2_b = vec(r.mlp2_b);
+      for (size_t e = 0; e < so.moe.fc1.size(); ++e) {
+        s.m.fc1.push_back(mat(so.moe.fc1[e]));
+        s.m.fc2.push_back(mat(so.moe.fc2[e]));
+      }
+      const ParamInfo* bb = nullptr;
+      for (const ParamInfo& p : L.buffers.params)
+        if (p.offset == r.balancing_bias) bb = &p;
+      ZAYA_CHECK(bb, "no balancing-bias buffer for sub-layer ", n);
+      if (store_.find(bb->name)) {
+        s.m.balancing_bias = to_f32(store_.get(bb->name, bb->shape));
+      } else {
+        log_warn(store_.origin, ": no '", bb->name, "'; using the initial balancing biases");
+        small_.emplace_back(init_bufs.begin() + long(bb->offset), init_bufs.begin() + long(bb->offset + bb->numel));
+        s.m.balancing_bias = small_.back().data();
+      }
+    }
+    sub.push_back(std::move(s));
+  }
+  final_rs = res_scale(L.final_rs);
+  final_norm = vec(L.final_norm);
+  rope.build(cfg.rotary_dim(), cfg.max_position_embeddings, cfg.rope_theta);
+}
+
+uint64_t InferModel::stored_bytes() const {
+  uint64_t b = 0;
+  for (auto& [name, v] : store_.all()) b += v.bytes();
+  return b;
+}
+
+// ---------------------------------------------------------------- decoder
+
+InferDecoder::InferDecoder(const InferModel& m, int batch, int max_len) : m_(m), batch_(batch), max_len_(max_len) {
+  ZAYA_CHECK(batch > 0 && max_len > 0, "decoder batch and length must be positive");
+  ZAYA_CHECK(max_len <= m.cfg().max_position_embeddings, "decode length ", max_len,
+             " exceeds max_position_embeddings ", m.cfg().max_position_embeddings);
+  reset();
+  last_BV_.assign(size_t(batch) * m.cfg().vocab_size, 0.f);
+}
+
+void InferDecoder::reset() {
+  state_.cca.resize(size_t(m_.cfg().num_layers));
+  for (auto& c : state_.cca) c.init(m_.cfg(), batch_, max_len_);
+  state_.len = 0;
+}
+
+void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta) {
+  if (M <= 0) return;
+  l.apply(y, ldy, x, ldx, M, beta);
+  bytes_ += l.bytes();
+}
+
+void InferDecoder::reserve(int rows) {
+  if (rows <= cap_) return;
+  const ModelConfig& c = m_.cfg();
+  const size_t N = size_t(rows), D = c.hidden_size, C = c.conv_channels(), KD = size_t(c.num_kv_heads) * c.head_dim;
+  const size_t QD = size_t(c.num_q_heads) * c.head_dim, R = c.router_hidden, NC = c.num_classes();
+  const size_t S = N * c.topk, F = c.ffn_hidden_size, tall = N * C + size_t(batch_) * (c.conv_kernel1 - 1) * C;
+  for (auto* v : {&res_, &x_, &h_, &xf_, &xs_}) v->assign(N * D, 0.f);
+  rstd_.assign(N, 0.f);
+  p_.assign(N * C, 0.f);
+  qkpre_.assign(N * C, 0.f);
+  qk_.assign(N * C, 0.f);
+  v_.assign(N * KD, 0.f);
+  y0_.assign(tall, 0.f);
+  conv_.assign(tall, 0.f);
+  w1p_.assign(size_t(c.conv_kernel1) * C * c.head_dim, 0.f);
+  norms_.assign(N * (c.num_q_heads + c.num_kv_heads), 0.f);
+  attn_.assign(N * QD, 0.f);
+  lse_.assign(N * c.num_q_heads, 0.f);
+  for (auto* v : {&r_[0], &r_[1], &zn_, &h0_, &pre_, &h2_}) v->assign(N * R, 0.f);
+  prob_.assign(N * NC, 0.f);
+  gate_.assign(S, 0.f);
+  choice_.assign(S, 0);
+  slot_row_.assign(S, -1);
+  xe_.assign(S * D, 0.f);
+  ye_.assign(S * D, 0.f);
+  u_.assign(S * F, 0.f);
+  act_.assign(S * F / 2, 0.f);
+  cap_ = rows;
+}
+
+void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
+  const ModelConfig& c = m_.cfg();
+  CcaCache<float>& cache = state_.cca[size_t(li)];
+  const int B = batch_, N = B * n, D = c.hidden_size, hd = c.head_dim, Hq = c.num_q_heads, Hk = c.num_kv_heads;
+  const int QD = Hq * hd, KD = Hk * hd, VH = KD / 2, C = c.conv_channels();
+  const CcaDims d{B, n, cache.len};
+  float* p = p_.data();
+  float* v = v_.data();
+  const float* x = x_.data();
+  // 1. q0 | k0 packed along channels; 4. values: val_proj1(x_t) | val_proj2(x_{t-1}).
+  lin(a.q, p, C, x, D, N);
+  lin(a.k, p + QD, C, x, D, N);
+  lin(a.v1, v, KD, x, D, N);
+  float* xs = xs_.data();  // x shifted by one step per row, the cache's x_prev first
+  for (int b = 0; b < B; ++b) {
+    std::memcpy(xs + size_t(b) * n * D, &cache.x_prev_BD[size_t(b) * D], sizeof(float) * D);
+    std::memcpy(xs + (size_t(b) * n + 1) * D, x + size_t(b) * n * D, sizeof(float) * size_t(n - 1) * D);
+  }
+  lin(a.v2, v + VH, KD, xs, D, N);
+  // 2. causal convolution continuing the cached tail, 3. q-k mean, 5. L2 norm, 6. RoPE.
+  ConvShape cs{B, n, C, hd, c.conv_kernel0, c.conv_kernel1};
+  causal_conv_forward(conv_.data(), y0_.data(), w1p_.data(), p, cache.p_tail_BPC.data(), a.conv0_w, a.conv0_b,
+                      a.conv1_w, a.conv1_b, cs);
+  cca_qk_mean(qkpre_.data(), conv_.data(), p, c, d);
+  float* qk = qk_.data();
+  l2norm_forward(qk, norms_.data(), qkpre_.data(), (const float*)nullptr, N, Hq, hd, C);
+  l2norm_forward(qk + QD, norms_.data() + size_t(N) * Hq, qkpre_.data() + QD, a.temp, N, Hk, hd, C);
+  rope_forward(qk, m_.rope, N, n, d.pos0, Hq, hd, C);
+  rope_forward(qk + QD, m_.rope, N, n, d.pos0, Hk, hd, C);
+  // 7. attention over the cache, 8. o_proj.
+  cca_cache_append(cache, c, d, qk + QD, v, p, x);
+  AttnShape as{B, n, cache.len + n, cache.len, Hq, Hk, hd, C, KD, KD, QD, cache.capacity};
+  const size_t need = as.scratch_elems(omp_get_max_threads());
+  if (scratch_.size() < need) scratch_.assign(need, 0.f);
+  attention_forward(attn_.data(), lse_.data(), qk, cache.k_BSK.data(), cache.v_BSK.data(), as, scratch_.data());
+  cache.len += n;
+  lin(a.o, h_.data(), D, attn_.data(), QD, N);
+}
+
+void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, float* r) {
+  const ModelConfig& c = m_.cfg();
+  const int N = batch_ * n, D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
+  const int E = c.num_experts, F = c.ffn_hidden_size, skip = c.use_mod ? E : -1;
+  const float* x = x_.data();
+  // Router (as moe_forward): down-projection + EDA, RMSNorm, 2 x (linear + GELU), softmax.
+  lin(m.down, r, R, x, D, N);
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < R; ++j) {
+      float& v = r[size_t(i) * R + j];
+      v += m.down_b[j];
+      if (m.eda && r_prev) v += m.eda[j] * r_prev[size_t(i) * R + j];
+    }
+  rmsnorm_forward(zn_.data(), rstd_.data(), r, m.norm, N, R, c.router_norm_eps);
+  lin(m.mlp0, h0_.data(), R, zn_.data(), R, N);
+  bias_gelu_forward(h0_.data(), pre_.data(), m.mlp0_b, N, R);
+  lin(m.mlp2, h2_.data(), R, h0_.data(), R, N);
+  bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R);
+  float* prob = prob_.data();
+  lin(m.mlp4, prob, NC, h2_.data(), R, N);
+  softmax_forward(prob, prob, N, NC);
+  for (int i = 0; i < N; ++i)
+    route_token(prob + size_t(i) * NC, m.balancing_bias, NC, K, skip, &choice_[size_t(i) * K], &gate_[size_t(i) * K]);
+  // Rows grouped by expert: each chosen expert's weights are read once for all its rows.
+  const size_t S = size_t(N) * K;
+  std::vector<int64_t> count(size_t(E), 0), start(size_t(E) + 1, 0);
+  for (size_t q = 0; q < S; ++q)
+    if (choice_[q] != skip) count[size_t(choice_[q])]++;
+  for (int e = 0; e < E; ++e) start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
+  std::vector<int64_t> next(start.begin(), start.end() - 1);
+  for (size_t q = 0; q < S; ++q) {
+    const int e = choice_[q];
+    slot_row_[q] = e == skip ? -1 : next[size_t(e)]++;
+    if (e != skip) std::memcpy(&xe_[size_t(slot_row_[q]) * D], x + (q / K) * D, sizeof(float) * D);
+  }
+  for (int e = 0; e < E; ++e) {
+    const int cnt = int(count[size_t(e)]);
+    if (!cnt) continue;
+    const size_t row = size_t(start[size_t(e)]);
+    lin(m.fc1[size_t(e)], u_.data(), F, &xe_[row * D], D, cnt);
+    swiglu_forward(act_.data(), u_.data(), cnt, F);
+    lin(m.fc2[size_t(e)], &ye_[row * D], D, act_.data(), F / 2, cnt);
+  }
+  // Combine: sum over slots of gate * (expert output, or x for the skip class).
+  float* out = h_.data();
+  for (int i = 0; i < N; ++i) {
+    float* oi = out + size_t(i) * D;
+    std::fill(oi, oi + D, 0.f);
+    for (int kk = 0; kk < K; ++kk) {
+      const size_t q = size_t(i) * K + kk;
+      const float g = gate_[q];
+      const float* src = slot_row_[q] < 0 ? x + size_t(i) * D : &ye_[size_t(slot_row_[q]) * D];
+      for (int dd = 0; dd < D; ++dd) oi[dd] += g * src[dd];
+    }
+  }
+}
+
+void InferDecoder::forward(const int32_t* tokens, int n) {
+  const ModelConfig& c = m_.cfg();
+  ZAYA_CHECK(n > 0, "feed() needs at least one token");
+  ZAYA_CHECK(state_.len + n <= max_len_, "decoder is full: ", state_.len, " + ", n, " tokens exceed ", max_len_);
+  const int N = batch_ * n, D = c.hidden_size, V = c.vocab_size;
+  for (int i = 0; i < N; ++i)
+    ZAYA_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id ", tokens[i], " at position ", i,
+               " is outside the vocabulary (", V, ")");
+  reserve(N);
+  bytes_ = 0;
+  // Embedding rows (only the rows of these tokens are read).
+  const size_t esz = m_.embed.dtype == WeightDType::BF16 ? 2 : 4;
+  for (int i = 0; i < N; ++i) {
+    const uint8_t* row = static_cast<const uint8_t*>(m_.embed.w) + size_t(tokens[i]) * D * esz;
+    if (esz == 2)
+      convert_from_bf16(reinterpret_cast<const bf16*>(row), &h_[size_t(i) * D], size_t(D));
+    else
+      std::memcpy(&h_[size_t(i) * D], row, sizeof(float) * D);
+  }
+  bytes_ += uint64_t(N) * D * esz;
+  int moe_index = 0;
+  for (int s = 0; s < c.num_sublayers(); ++s) {
+    const InferModel::Sublayer& L = m_.sub[size_t(s)];
+    res_merge_forward(res_.data(), h_.data(), s ? res_.data() : nullptr, L.rs.hs, L.rs.hb, L.rs.rs, L.rs.rb, N, D);
+    rmsnorm_forward(x_.data(), rstd_.data(), res_.data(), L.norm, N, D, c.norm_eps);
+    if (L.attention) {
+      attention(L.a, s / 2, n);
+    } else {
+      moe(L.m, n, moe_index ? r_[(moe_index - 1) % 2].data() : nullptr, r_[moe_index % 2].data());
+      ++moe_index;
+    }
+  }
+  const InferModel::ResScale& fr = m_.final_rs;
+  res_merge_forward(res_.data(), h_.data(), res_.data(), fr.hs, fr.hb, fr.rs, fr.rb, N, D);
+  rmsnorm_forward(xf_.data(), rstd_.data(), res_.data(), m_.final_norm, N, D, c.norm_eps);
+  state_.len += n;
+}
+
+const float* InferDecoder::feed(const int32_t* tokens, int n) {
+  forward(tokens, n);
+  const int D = m_.cfg().hidden_size;
+  // LM head (tied embedding) for the last position of each row only.
+  std::vector<float> last(size_t(batch_) * D);
+  for (int b = 0; b < batch_; ++b)
+    std::memcpy(&last[size_t(b) * D], &xf_[(size_t(b) * n + n - 1) * D], sizeof(float) * D);
+  lin(m_.embed, last_BV_.data(), m_.cfg().vocab_size, last.data(), D, batch_);
+  return last_BV_.data();
+}
+
+std::vector<double> InferDecoder::logprobs(const int32_t* ids, int n, int chunk) {
+  ZAYA_CHECK(batch_ == 1, "logprobs() needs a batch-1 decoder");
+  ZAYA_CHECK(chunk > 0, "chunk must be positive");
+  const int D = m_.cfg().hidden_size, V = m_.cfg().vocab_size, rows = 32;
+  std::vector<double> lp;
+  std::vector<float> logits(size_t(rows) * V);
+  for (int t0 = 0; t0 + 1 < n; t0 += chunk) {
+    const int len = std::min(chunk, n - 1 - t0);  // positions whose next token is known
+    forward(ids + t0, len);
+    for (int r0 = 0; r0 < len; r0 += rows) {
+      const int m = std::min(rows, len - r0);
+      lin(m_.embed, logits.data(), V, &xf_[size_t(r0) * D], D, m);
+      for (int i = 0; i < m; ++i) {
+        const float* z = &logits[size_t(i) * V];
+        const double mx = *std::max_element(z, z + V);
+        double s = 0;
+        for (int v = 0; v < V; ++v) s += std::exp(double(z[v]) - mx);
+        lp.push_back(double(z[ids[t0 + r0 + i + 1]]) - mx - std::log(s));
+      }
+    }
+  }
+  return lp;
+}
+
+}  // namespace zaya

@@ -1,0 +1,99 @@
+// In-place inference: prefill and incremental decode over weights read through views
+// (model/weights.h), so bf16 checkpoints are memory-mapped and used as stored, never
+// copied to fp32. The math is Decoder's (model/decode.h) with every matrix product a
+// linear over the stored dtype (bf16: kernels/linear_bf16.h); activations are fp32.
+// Only the experts a token is routed to are read; the rows of a batch share each weight
+// read (tokens routed to the same expert are one product).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace zaya {
+
+// One matrix as stored: y[M, N] (+)= x[M, K] W[N, K]^T.
+struct Linear {
+  WeightDType dtype = WeightDType::F32;
+  const void* w = nullptr;
+  int N = 0, K = 0;
+  size_t bytes() const { return size_t(N) * K * (dtype == WeightDType::BF16 ? 2 : 4); }
+  void apply(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
+};
+
+// The weights of a model as views, plus fp32 copies of the small vectors (norms, biases,
+// scales, conv taps: well under 1% of the bytes). Shapes are checked against the config.
+class InferModel {
+ public:
+  InferModel(const ModelConfig& cfg, WeightStore store);
+  const ModelConfig& cfg() const { return cfg_; }
+  const WeightStore& store() const { return store_; }
+  // Bytes of the stored weights (all tensors).
+  uint64_t stored_bytes() const;
+
+  struct ResScale { const float *hs = nullptr, *hb = nullptr, *rs = nullptr, *rb = nullptr; };
+  struct Attn {
+    Linear q, k, v1, v2, o;
+    const float *conv0_w, *conv0_b, *conv1_w, *conv1_b, *temp;
+  };
+  struct Moe {
+    Linear down, mlp0, mlp2, mlp4;
+    const float *down_b, *eda = nullptr, *norm, *mlp0_b, *mlp2_b, *balancing_bias;
+    std::vector<Linear> fc1, fc2;
+  };
+  struct Sublayer {
+    bool attention = true;
+    ResScale rs;
+    const float* norm = nullptr;
+    Attn a{};
+    Moe m{};
+  };
+  Linear embed;  // [V, D]: token rows, and the tied LM head
+  std::vector<Sublayer> sub;
+  ResScale final_rs;
+  const float* final_norm = nullptr;
+  RopeTable rope;
+
+ private:
+  ModelConfig cfg_;
+  WeightStore store_;
+  std::vector<std::vector<float>> small_;  // fp32 copies of the small tensors
+};
+
+class InferDecoder {
+ public:
+  InferDecoder(const InferModel& m, int batch, int max_len);
+  // tokens [batch, n]: prefill (n > 1) or one step (n = 1). Returns the logits of the last
+  // position of every row, [batch, V] (valid until the next call).
+  const float* feed(const int32_t* tokens_BN, int n);
+  // Batch 1: log p(ids[t+1] | ids[0..t]) for t < n-1, fed in chunks of `chunk` tokens from
+  // the current position (the state continues; reset() first for a fresh sequence).
+  std::vector<double> logprobs(const int32_t* ids, int n, int chunk = 512);
+  void reset();
+  int pos() const { return state_.len; }
+  int batch() const { return batch_; }
+  // Weight bytes the last feed() read (each matrix counted once, whatever the batch).
+  uint64_t last_weight_bytes() const { return bytes_; }
+
+ private:
+  void forward(const int32_t* tokens_BN, int n);  // leaves the final normed rows in xf_
+  void attention(const InferModel::Attn& a, int li, int n);
+  void moe(const InferModel::Moe& m, int n, const float* r_prev, float* r);
+  void reserve(int rows);
+  void lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f);
+
+  const InferModel& m_;
+  int batch_, max_len_, cap_ = 0;
+  DecodeState<float> state_;
+  uint64_t bytes_ = 0;
+  // Activations for up to cap_ rows.
+  std::vector<float> res_, x_, h_, rstd_, xf_, last_BV_;
+  std::vector<float> p_, v_, xs_, y0_, conv_, w1p_, qkpre_, qk_, norms_, attn_, lse_, scratch_;
+  std::vector<float> r_[2], zn_, h0_, pre_, h2_, prob_, gate_, xe_, ye_, u_, act_;
+  std::vector<int32_t> choice_;
+  std::vector<int64_t> slot_row_;
+};
+
+}  // namespace zaya

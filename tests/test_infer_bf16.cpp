@@ -1,0 +1,262 @@
+// In-place inference (model/infer.h): same logits as Decoder over fp32 views; bf16 weights
+// memory-mapped and used as stored match Model<float> loaded from the same files within a
+// bf16 tolerance (prefill + decode); the bf16 linear kernels agree; a missing shard is an
+// error naming it; peak RSS of a few-hundred-MB bf16 model stays near its file size.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/hf.h"
+#include "ckpt/hf_mmap.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "kernels/linear_bf16.h"
+#include "model/decode.h"
+#include "model/infer.h"
+
+using namespace zaya;
+namespace fs = std::filesystem;
+
+static ModelConfig tiny(int topk = 1) {
+  ModelConfig c = load_model_config_toml(ZAYA_SOURCE_DIR "/configs/zaya1-tiny.toml");
+  c.init_std = 0.2;
+  c.topk = topk;
+  return c;
+}
+
+static std::string tmpdir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("zaya_test_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+static std::vector<int32_t> random_ids(int n, int V, uint64_t seed) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  Philox r(seed, 1);
+  for (auto& v : ids) v = int32_t(r.below(uint64_t(V)));
+  return ids;
+}
+
+// Feeds ids [B, T] as a prefill of `prefill` tokens then single steps to both decoders;
+// returns the largest |difference| of the last-position logits relative to max |logit|.
+template <class A, class Bd>
+static double compare_decoders(A& a, Bd& b, const std::vector<int32_t>& ids, int B, int T, int prefill, int V) {
+  double worst = 0, scale = 1e-30;
+  auto cmp = [&](const float* x, const float* y) {
+    for (size_t i = 0; i < size_t(B) * V; ++i) {
+      worst = std::max(worst, double(std::fabs(x[i] - y[i])));
+      scale = std::max(scale, double(std::fabs(y[i])));
+    }
+  };
+  std::vector<int32_t> chunk(size_t(B) * prefill);
+  for (int r = 0; r < B; ++r)
+    for (int t = 0; t < prefill; ++t) chunk[size_t(r) * prefill + t] = ids[size_t(r) * T + t];
+  cmp(a.feed(chunk.data(), prefill), b.feed(chunk.data(), prefill));
+  for (int t = prefill; t < T; ++t) {
+    std::vector<int32_t> step(static_cast<size_t>(B));
+    for (int r = 0; r < B; ++r) step[size_t(r)] = ids[size_t(r) * T + t];
+    cmp(a.feed(step.data(), 1), b.feed(step.data(), 1));
+  }
+  return worst / scale;
+}
+
+TEST(InferBf16, SameLogitsAsDecoderOverFp32Views) {
+  for (int topk : {1, 2}) {
+    ModelConfig c = tiny(topk);
+    Model<float> m(c);
+    randomize_for_checks(m.layout, 3, m.params.data(), m.buffers.data());
+    InferModel im(c, WeightStore::from_model(m));
+    const int B = 2, T = 11;
+    auto ids = random_ids(B * T, c.vocab_size, 5);
+    Decoder<float> ref(m, B, T);
+    InferDecoder dec(im, B, T);
+    EXPECT_LT(compare_decoders(dec, ref, ids, B, T, 4, c.vocab_size), 1e-5) << "topk " << topk;
+  }
+}
+
+TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
+  ModelConfig c = tiny(1);
+  Model<float> m(c);
+  randomize_for_checks(m.layout, 7, m.params.data(), m.buffers.data());
+  const std::string dir = tmpdir("infer_bf16");
+  save_hf_dir(dir, m, DType::BF16, 0, false);
+  Model<float> f32(c);
+  load_hf_weights(dir, f32);
+  WeightStore ws = open_hf_weights(dir);
+  ASSERT_TRUE(hf_weights_are_bf16(dir));
+  const WeightView* q = ws.find("model.layers.0.self_attn.qkv.linear_q.weight");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->dtype, WeightDType::BF16);  // a view into the mapping, not a copy
+  InferModel im(c, std::move(ws));
+  const int B = 2, T = 12;
+  auto ids = random_ids(B * T, c.vocab_size, 9);
+  Decoder<float> ref(f32, B, T);
+  InferDecoder dec(im, B, T);
+  // Activations are rounded to bf16 at every linear (weights are exact): relative error of
+  // a dot product ~ 2^-9; through 6 sub-layers we allow 3% of the largest logit.
+  const double rel = compare_decoders(dec, ref, ids, B, T, 5, c.vocab_size);
+  EXPECT_LT(rel, 3e-2);
+  EXPECT_GT(rel, 0.0);  // it really ran in bf16
+  // logprobs() equals a full forward's log-softmax.
+  InferDecoder dec1(im, 1, T);
+  std::vector<int32_t> one(ids.begin(), ids.begin() + T);
+  auto lp = dec1.logprobs(one.data(), T, 4);
+  ASSERT_EQ(lp.size(), size_t(T - 1));
+  f32.forward(one.data(), one.data() + 1, 1, T - 1);
+  for (int t = 0; t < T - 1; ++t)
+    EXPECT_NEAR(lp[size_t(t)], double(f32.logits()[size_t(t) * c.vocab_size + one[size_t(t) + 1]]) - f32.lse()[t],
+                0.05);
+  fs::remove_all(dir);
+}
+
+TEST(InferBf16, PortableAndNativeKernelsAgree) {
+  for (int K : {24, 32, 70, 256}) {
+    const int M = 5, N = 9;
+    std::vector<float> x(size_t(M) * K), wf(size_t(N) * K);
+    std::vector<bf16> w(wf.size());
+    Philox r(K, 2);
+    for (auto& v : x) v = float(r.normal());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = to_bf16(float(r.normal())), wf[i] = from_bf16(w[i]);
+    std::vector<float> y(size_t(M) * N, 1.f), yp(y);
+    linear_bf16(y.data(), N, x.data(), K, w.data(), M, N, K);
+    linear_bf16_force_portable(true);
+    linear_bf16(yp.data(), N, x.data(), K, w.data(), M, N, K);
+    linear_bf16_force_portable(false);
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double ref = 0;  // x rounded to bf16, exact products
+        for (int k = 0; k < K; ++k) ref += double(from_bf16(to_bf16(x[size_t(i) * K + k]))) * wf[size_t(j) * K + k];
+        EXPECT_NEAR(y[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << linear_bf16_kernel() << " K " << K;
+        EXPECT_NEAR(yp[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << "portable K " << K;
+      }
+  }
+}
+
+TEST(InferBf16, MissingShardIsAnErrorNamingIt) {
+  ModelConfig c = tiny(1);
+  Model<float> m(c);
+  m.init(1);
+  const std::string dir = tmpdir("infer_shards");
+  save_hf_dir(dir, m, DType::BF16, 4096, false);
+  std::vector<fs::path> shards;
+  for (auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") shards.push_back(e.path());
+  ASSERT_GE(shards.size(), 3u);
+  std::sort(shards.begin(), shards.end());
+  EXPECT_NO_THROW(open_hf_weights(dir));
+  fs::remove(shards[1]);
+  try {
+    open_hf_weights(dir);
+    FAIL() << "no error for a missing shard";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(shards[1].filename().string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// ------------------------------------------------------------ peak RSS (in a child process)
+
+static long status_kb(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field) + 1);
+  return -1;
+}
+
+// A model of ~290 MB in bf16 (an fp32 copy would be ~580 MB).
+static ModelConfig rss_config() {
+  ModelConfig c = tiny(1);
+  c.hidden_size = 1024;
+  c.vocab_size = 32768;
+  c.num_attention_heads = 8;
+  c.head_dim = 128;
+  c.num_q_heads = 4;
+  c.num_kv_heads = 2;
+  c.num_layers = 4;
+  c.num_experts = 8;
+  c.ffn_hidden_size = 2048;
+  c.router_hidden = 64;
+  c.init_std = 0.02;
+  return c;
+}
+
+// Runs only when the parent test starts it: prefill + decode on the mmapped model, prints
+// the rise of the peak RSS over the start (kB).
+TEST(InferBf16, RssChild) {
+  const char* dir = std::getenv("ZAYA_INFER_RSS_DIR");
+  if (!dir) GTEST_SKIP() << "run by InferBf16.PeakRssNearFileSize";
+  const long base = status_kb("VmHWM:");
+  InferModel im(rss_config(), open_hf_weights(dir));
+  InferDecoder dec(im, 1, 96);
+  auto ids = random_ids(64, im.cfg().vocab_size, 3);
+  const float* lg = dec.feed(ids.data(), 64);
+  for (int t = 0; t < 8; ++t) {
+    int32_t next = int32_t(std::max_element(lg, lg + im.cfg().vocab_size) - lg);
+    lg = dec.feed(&next, 1);
+  }
+  std::printf("RSS_RISE_KB %ld\n", status_kb("VmHWM:") - base);
+}
+
+TEST(InferBf16, PeakRssNearFileSize) {
+  const std::string dir = tmpdir("infer_rss");
+  const uint64_t bytes = write_random_hf_bf16(dir, rss_config(), 1, 64u << 20);
+  ASSERT_GT(bytes, 250u << 20);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "ZAYA_INFER_RSS_DIR=" + dir + " " + self + " --gtest_filter=InferBf16.RssChild 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  char line[4096];
+  long rise = -1;
+  std::string out;
+  while (std::fgets(line, sizeof line, p)) {
+    out += line;
+    if (std::strncmp(line, "RSS_RISE_KB ", 12) == 0) rise = std::atol(line + 12);
+  }
+  EXPECT_EQ(pclose(p), 0) << out;
+  fs::remove_all(dir);
+  ASSERT_GT(rise, 0) << out;
+  // File-backed pages of the weights the run touched (at most the file) + KV cache,
+  // activations, fp32 small tensors and the 32K x 64 logits: well under 64 MB.
+  const double file_mb = double(bytes) / (1 << 20), rise_mb = double(rise) / 1024;
+  std::printf("model file %.0f MB, peak RSS rise %.0f MB\n", file_mb, rise_mb);
+  EXPECT_LT(rise_mb, file_mb + 64) << "weights copied? fp32 would be " << 2 * file_mb << " MB";
+}
+
+// `zaya score` on a bf16 HF directory uses the in-place path; --fp32 the fp32 copy.
+TEST(InferBf16, ScoreCliInPlaceMatchesFp32) {
+  ModelConfig c = tiny(1);
+  Model<float> m(c);
+  randomize_for_checks(m.layout, 4, m.params.data(), m.buffers.data());
+  const std::string dir = tmpdir("infer_score");
+  save_hf_dir(dir, m, DType::BF16, 0, false);
+  {
+    std::ofstream f(dir + "/ids.txt");
+    f << "3 17 42 9 1 50 60 7";
+  }
+  auto loss = [&](const std::string& extra) {
+    const std::string cmd = std::string(ZAYA_BIN) + " score --model " + dir + " --ids " + dir + "/ids.txt --json" + extra;
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    EXPECT_EQ(pclose(p), 0) << out;
+    auto j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["tokens"], 7);
+    return j["loss"].get<double>();
+  };
+  const double inplace = loss(""), fp32 = loss(" --fp32");
+  EXPECT_NEAR(inplace, fp32, 0.02);
+  EXPECT_NE(inplace, fp32);  // two different paths ran
+  fs::remove_all(dir);
+}
