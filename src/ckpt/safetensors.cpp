@@ -231,6 +231,8 @@ void SafetensorsWriter::add_double(const std::string& name, DType dtype, std::ve
   items_.back().ptr = items_.back().owned.data();
 }
 
+static void write_parts_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts);
+
 void SafetensorsWriter::write(const std::string& path) const {
   json h = json::object();
   if (!metadata_.empty()) h["__metadata__"] = metadata_;
@@ -238,13 +240,16 @@ void SafetensorsWriter::write(const std::string& path) const {
     h[it.e.name] = {{"dtype", dtype_name(it.e.dtype)}, {"shape", it.e.shape}, {"data_offsets", {it.e.begin, it.e.end}}};
   std::string hs = h.dump();
   while ((hs.size() + 8) % 8) hs.push_back(' ');  // align the data section to 8 bytes
-  std::vector<uint8_t> buf(8 + hs.size() + offset_);
+  std::string head(8, '\0');
   uint64_t n = hs.size();
-  for (int i = 0; i < 8; ++i) buf[i] = uint8_t(n >> (8 * i));
-  std::memcpy(buf.data() + 8, hs.data(), hs.size());
+  for (int i = 0; i < 8; ++i) head[size_t(i)] = char(uint8_t(n >> (8 * i)));
+  head += hs;
+  // Written straight from the tensors' memory: no staging copy of the whole file (which
+  // cost more than the disk on checkpoint saves).
+  std::vector<std::pair<const void*, size_t>> parts = {{head.data(), head.size()}};
   for (auto& it : items_)
-    if (it.e.end > it.e.begin) std::memcpy(buf.data() + 8 + hs.size() + it.e.begin, it.ptr, it.e.end - it.e.begin);
-  write_file_atomic(path, buf.data(), buf.size());
+    if (it.e.end > it.e.begin) parts.push_back({it.ptr, it.e.end - it.e.begin});
+  write_parts_atomic(path, parts);
 }
 
 std::function<void(const std::string& path)>& write_fault_hook() {
@@ -252,25 +257,29 @@ std::function<void(const std::string& path)>& write_fault_hook() {
   return hook;
 }
 
-void write_file_atomic(const std::string& path, const void* bytes, size_t n) {
+void write_file_atomic(const std::string& path, const void* bytes, size_t n) { write_parts_atomic(path, {{bytes, n}}); }
+
+static void write_parts_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts) {
   namespace fs = std::filesystem;
   if (write_fault_hook()) write_fault_hook()(path);
   fs::path p(path);
   std::string tmp = (p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(getpid()))).string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) fail(path, ": cannot create (", std::strerror(errno), ")");
-  const char* c = static_cast<const char*>(bytes);
-  size_t done = 0;
-  while (done < n) {
-    ssize_t w = ::write(fd, c + done, n - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail(path, ": write failed (", std::strerror(err), ")");
+  for (const auto& [bytes, n] : parts) {
+    const char* c = static_cast<const char*>(bytes);
+    size_t done = 0;
+    while (done < n) {
+      ssize_t w = ::write(fd, c + done, n - done);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        fail(path, ": write failed (", std::strerror(err), ")");
+      }
+      done += size_t(w);
     }
-    done += size_t(w);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     ::unlink(tmp.c_str());
