@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -90,6 +91,16 @@ std::string Job::last_error_line() const {
     at = nl + 1;
   }
   return best;
+}
+
+int Job::launcher_failed_rank(int& signal) const {
+  signal = 0;
+  const size_t at = tail_.rfind("process rank ");
+  if (at == std::string::npos) return -1;
+  const int rank = std::atoi(tail_.c_str() + at + 13);
+  const size_t sig = tail_.find("on signal ", at);
+  if (sig != std::string::npos && sig < at + 200) signal = std::atoi(tail_.c_str() + sig + 10);
+  return rank;
 }
 
 void Job::terminate(const std::vector<int>& extra_pids, double grace_s) {

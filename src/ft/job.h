@@ -27,6 +27,9 @@ class Job {
   int signal() const { return signal_; }
   void pump_stderr();  // forwards what the job wrote to stderr, keeps a tail
   std::string last_error_line() const;
+  // The rank mpirun said failed ("process rank N ... exited on signal S"), -1 when none;
+  // signal gets S (0 when not given).
+  int launcher_failed_rank(int& signal) const;
   // Ends the whole group (and extra pids: ranks under mpirun), waiting up to grace_s after
   // SIGTERM before SIGKILL.
   void terminate(const std::vector<int>& extra_pids, double grace_s);

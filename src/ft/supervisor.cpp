@@ -199,6 +199,7 @@ Outcome Supervisor::attempt(bool resume) {
   int64_t progress = -1;
   double progress_time = t_start;
   Outcome out;
+  int rank_signal = 0;  // under mpirun: the failed rank's signal, as mpirun reports it
   auto rank_pids = [&] {
     std::vector<int> p;
     for (const RankWatch& r : w)
@@ -250,9 +251,11 @@ Outcome Supervisor::attempt(bool resume) {
         break;
       }
       // Which rank: under mpirun, the one whose process went first; alone, rank 0.
-      int rank = o_.np == 1 ? 0 : -1;
-      for (int r = 0; r < o_.np && rank < 0; ++r)
-        if (w[size_t(r)].dead_since >= 0) rank = r;
+      int rank = o_.np == 1 ? 0 : -1, sig = 0;
+      double first = 1e300;
+      for (int r = 0; r < o_.np && o_.np > 1; ++r)
+        if (w[size_t(r)].dead_since >= 0 && w[size_t(r)].dead_since < first) rank = r, first = w[size_t(r)].dead_since;
+      if (o_.np > 1 && job.launcher_failed_rank(sig) >= 0) rank = job.launcher_failed_rank(sig), rank_signal = sig;
       std::ifstream abort_file(fs::path(out_dir_) / kAbortFile);
       if (job.exit_code() == kExitAnomalies || abort_file) {
         finish(Outcome::Anomalies, rank < 0 ? 0 : rank, "step");
@@ -304,7 +307,7 @@ Outcome Supervisor::attempt(bool resume) {
   }
   if (out.kind != Outcome::Success || !job.exited()) job.terminate(rank_pids(), o_.term_grace_s);
   out.exit_code = job.exit_code();
-  out.signal = job.signal();
+  out.signal = rank_signal ? rank_signal : job.signal();
   out.message = job.last_error_line();
   for (const RankWatch& x : w) {
     if (!x.have) continue;
