@@ -36,7 +36,10 @@ void inspect_hf(const std::string& path, bool list_tensors) {
   std::printf("files\n");
   uint64_t total = 0;
   std::map<std::string, size_t> dtypes;
-  for (const auto& f : hf.files()) {
+  std::vector<const zaya::SafetensorsFile*> files;
+  for (const auto& f : hf.files()) files.push_back(f.get());
+  std::sort(files.begin(), files.end(), [](auto* a, auto* b) { return a->path() < b->path(); });
+  for (const auto* f : files) {
     const uint64_t bytes = std::filesystem::file_size(f->path());
     total += bytes;
     std::printf("  %-32s %12s %6zu tensors\n", std::filesystem::path(f->path()).filename().c_str(),
@@ -145,12 +148,12 @@ void diff(const std::string& a, const std::string& b, double tol, double rtol) {
   size_t compared = 0, differ = 0, missing = 0, over = 0;
   double max_abs = 0, max_rel = 0;
   std::string worst;
-  std::printf("%-64s %-12s %-10s %12s %12s\n", "tensor", "shape", "dtypes", "max_abs", "max_rel");
+  std::printf("%-72s %-12s %-10s %12s %12s\n", "tensor", "shape", "dtypes", "max_abs", "max_rel");
   for (const auto& t : r.tensors) {
     const std::string dt = t.dtype_a + "/" + t.dtype_b;
     if (!t.status.empty()) {
       ++missing;
-      std::printf("%-64s %-12s %-10s %s%s%s\n", t.name.c_str(), shape_str(t.shape_a.empty() ? t.shape_b : t.shape_a).c_str(),
+      std::printf("%-72s %-12s %-10s %s%s%s\n", t.name.c_str(), shape_str(t.shape_a.empty() ? t.shape_b : t.shape_a).c_str(),
                   dt.c_str(), t.status.c_str(), t.status == "shape differs" ? ": " : "",
                   t.status == "shape differs" ? (shape_str(t.shape_a) + " vs " + shape_str(t.shape_b)).c_str() : "");
       continue;
@@ -160,7 +163,7 @@ void diff(const std::string& a, const std::string& b, double tol, double rtol) {
     if ((tol >= 0 && t.max_abs > tol) || (rtol >= 0 && t.max_rel > rtol)) ++over;
     if (t.max_abs >= max_abs) max_abs = t.max_abs, worst = t.name;
     max_rel = std::max(max_rel, t.max_rel);
-    std::printf("%-64s %-12s %-10s %12.4g %12.4g\n", t.name.c_str(), shape_str(t.shape_a).c_str(), dt.c_str(), t.max_abs,
+    std::printf("%-72s %-12s %-10s %12.4g %12.4g\n", t.name.c_str(), shape_str(t.shape_a).c_str(), dt.c_str(), t.max_abs,
                 t.max_rel);
   }
   std::printf("%zu tensors compared, %zu differ, %zu unmatched (only in one or shape differs)", compared, differ, missing);
