@@ -296,6 +296,12 @@ TEST(CkptHf, CliConvertsInspectsDiffsAndScores) {
   auto [rc2, out2] = zaya_cli("score --ckpt " + t / "imp" + " --ids " + t / "ids.txt --json");
   ASSERT_EQ(rc2, 0) << out2;
   EXPECT_EQ(nlohmann::json::parse(out)["loss"], nlohmann::json::parse(out2)["loss"]);
+  // A bf16 export (the default) scores through the in-place bf16 path, close to the fp32 one.
+  std::tie(rc, out2) = zaya_cli("ckpt export-hf " + t / "run" + " " + t / "hf16");
+  ASSERT_EQ(rc, 0) << out2;
+  std::tie(rc, out2) = zaya_cli("score --model " + t / "hf16" + " --ids " + t / "ids.txt --json");
+  ASSERT_EQ(rc, 0) << out2;
+  EXPECT_NEAR(nlohmann::json::parse(out)["loss"].get<double>(), nlohmann::json::parse(out2)["loss"].get<double>(), 0.05);
   // Errors: one line, non-zero exit, nothing written.
   std::tie(rc, out) = zaya_cli("ckpt export-hf " + t / "nowhere" + " " + t / "x");
   EXPECT_NE(rc, 0);
