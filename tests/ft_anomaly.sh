@@ -2,7 +2,7 @@
 # Trainer-side anomaly handling (issue 8), tiny ZAYA1, 30 steps, a checkpoint every 5:
 #  - NaN in the gradients at step 4: the update is skipped, logged and counted; the run
 #    finishes and equals (bit for bit) a run told to skip step 4's data (--skip-steps 4:4).
-#  - A gradient-norm spike (gradients x 1000 at step 15) with the z-score detector on: the
+#  - A gradient-norm spike (gradients x 1000 at step 15) with the z-score detector on (window 10): the
 #    step is skipped; equals --skip-steps 15:15. The same run with the detector off differs.
 #  - K = 3 consecutive NaN steps (16, 17, 18) under zaya launch: the trainer exits 17, the
 #    supervisor rolls back to step 15, skips the window 16-18 and records it; the result equals
@@ -28,7 +28,7 @@ grep -q '"skipped":true' <(grep '"step":4,' "$T/nan/metrics.jsonl") || fail "nan
 ft_same_weights "$T/skip4" "$T/nan" nan
 
 train skip15 --skip-steps 15:15
-train spike --anomaly-zscore 6 --inject spike:step=15,factor=1000
+train spike --anomaly-zscore 6 --anomaly-window 10 --inject spike:step=15,factor=1000
 grep -q '"kind":"grad_norm_spike"' "$T/spike/anomalies.jsonl" || { cat "$T/spike.log"; fail "spike: not detected"; }
 [ "$(wc -l < "$T/spike/anomalies.jsonl")" -eq 1 ] || { cat "$T/spike/anomalies.jsonl"; fail "spike: false positives"; }
 ft_same_weights "$T/skip15" "$T/spike" spike

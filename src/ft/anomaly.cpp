@@ -27,7 +27,7 @@ double RollingWindow::stddev() const {
 
 double RollingWindow::zscore(double x) const {
   const double m = mean();
-  const double sd = std::max({stddev(), 1e-3 * std::fabs(m), 1e-12});
+  const double sd = std::max({stddev(), 1e-2 * std::fabs(m), 1e-12});
   return (x - m) / sd;
 }
 

@@ -18,7 +18,7 @@ struct AnomalyOptions {
   double loss_z = 0;        // loss spike: z-score above this skips the step (0: off)
   double grad_norm_z = 0;   // gradient-norm spike threshold (0: off)
   int window = 20;          // rolling window of accepted steps
-  int min_history = 8;      // no spike verdicts before this many accepted steps
+  int min_history = 20;     // no spike verdicts before this many accepted steps
   int max_consecutive = 5;  // K: this many anomalies in a row abort the run (0: never)
 };
 
@@ -30,7 +30,8 @@ class RollingWindow {
   size_t size() const { return values_.size(); }
   double mean() const;
   double stddev() const;
-  // (x - mean) / stddev, with the deviation floored so a flat history does not flag noise.
+  // (x - mean) / stddev, the deviation floored at 1% of the mean: a short, flat history (after a
+  // restart) must not turn ordinary noise into spikes.
   double zscore(double x) const;
 
  private:

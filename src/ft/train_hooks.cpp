@@ -71,7 +71,7 @@ void add_train_flags(CLI::App& app, FtTrainOptions& o) {
                  "data windows A:B (1-based, inclusive) whose batches are drawn but not trained on; repeatable");
   app.add_option("--anomaly-zscore", o.anomaly_z,
                  "skip a step whose loss or gradient norm is this many standard deviations above the rolling "
-                 "window (0: off)")
+                 "window of accepted steps, once it is full (0: off)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--anomaly-loss-zscore", o.loss_z, "loss spike threshold (default: --anomaly-zscore)")
       ->check(CLI::NonNegativeNumber);
@@ -146,7 +146,7 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
   ao.loss_z = o.loss_z >= 0 ? o.loss_z : o.anomaly_z;
   ao.grad_norm_z = o.grad_norm_z >= 0 ? o.grad_norm_z : o.anomaly_z;
   ao.window = o.window;
-  ao.min_history = std::min(8, o.window);
+  ao.min_history = o.window;  // a full window: a few steps after a restart are no baseline
   ao.max_consecutive = o.max_consecutive;
   rt->detector = std::make_unique<AnomalyDetector>(ao);
 
