@@ -4,6 +4,8 @@
 #    finishes and equals (bit for bit) a run told to skip step 4's data (--skip-steps 4:4).
 #  - A gradient-norm spike (gradients x 1000 at step 15) with the z-score detector on (window 10): the
 #    step is skipped; equals --skip-steps 15:15. The same run with the detector off differs.
+#    With a kill at step 17 under launch, the restarted run still catches a spike at step 19
+#    (the window is refilled from metrics.jsonl) and equals --skip-steps 19:19.
 #  - K = 3 consecutive NaN steps (16, 17, 18) under zaya launch: the trainer exits 17, the
 #    supervisor rolls back to step 15, skips the window 16-18 and records it; the result equals
 #    --skip-steps 16:18.
@@ -34,6 +36,17 @@ grep -q '"kind":"grad_norm_spike"' "$T/spike/anomalies.jsonl" || { cat "$T/spike
 ft_same_weights "$T/skip15" "$T/spike" spike
 train spike_off --inject spike:step=15,factor=1000
 [ "$(ft_checksums "$T/spike_off")" != "$(ft_checksums "$T/skip15")" ] || fail "spike_off: a spike without the detector changed nothing (the test cannot fail)"
+
+# Detector on across a restart: killed before step 17, resumed from 15, the window refilled
+# from metrics.jsonl catches the spike at step 19 as the uninterrupted run would.
+train skip19 --skip-steps 19:19
+timeout 300 "$ZAYA" launch --backoff 0.05 --poll 0.05 -- --config "$T/run-sync.toml" --out "$T/spike_restart" --quiet \
+  --anomaly-zscore 6 --anomaly-window 10 --inject kill:rank=0,step=17 --inject spike:step=19,factor=1000 \
+  > "$T/spike_restart.log" 2>&1 || { cat "$T/spike_restart.log"; fail "spike_restart: supervised run did not finish"; }
+grep -q '"step_resumed_from":15' "$T/spike_restart/incidents.jsonl" || fail "spike_restart: no restart from step 15"
+grep -q '"kind":"grad_norm_spike","loss":[0-9.e+-]*,"step":19' "$T/spike_restart/anomalies.jsonl" ||
+  { cat "$T/spike_restart/anomalies.jsonl"; fail "spike_restart: the spike after the restart was not caught"; }
+ft_same_weights "$T/skip19" "$T/spike_restart" spike-after-restart
 
 train skip16_18 --skip-steps 16:18
 # Synchronous checkpoints: step 15's is then committed before the anomalies start.

@@ -51,6 +51,12 @@ class AnomalyDetector {
  public:
   explicit AnomalyDetector(AnomalyOptions o) : opt_(o), loss_(o.window), gnorm_(o.window) {}
   AnomalyDecision judge(const StepCheck& c);
+  // An accepted step from before a restart (metrics.jsonl): refills the windows so a resumed
+  // run judges as the uninterrupted one would.
+  void seed(double loss, double grad_norm) {
+    loss_.push(loss);
+    gnorm_.push(grad_norm);
+  }
   int64_t anomalies() const { return total_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,24 @@ struct Runtime {
   Clock::time_point step_t0;
   double unit_s = 0;          // the last forward/backward, the unit of a slow injection's delay
   double last_compute_s = 0;  // the last step less its time blocked in communication
+  bool seeded = false;
+
+  // The accepted steps before `step` as the trainer logged them (full precision, trimmed to
+  // the resume point by the trainer), into the detector's windows.
+  void seed_from_metrics(int64_t step) {
+    std::ifstream in(fs::path(out_dir) / "metrics.jsonl");
+    std::string line;
+    std::vector<std::pair<double, double>> accepted;
+    while (std::getline(in, line)) {
+      json j = json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.value("type", "") != "step" || j.value("skipped", false)) continue;
+      if (!j.contains("step") || j["step"].get<int64_t>() >= step) continue;
+      if (!j.contains("loss") || !j["loss"].is_number() || !j.contains("grad_norm") || !j["grad_norm"].is_number())
+        continue;
+      accepted.push_back({j["loss"].get<double>(), j["grad_norm"].get<double>()});
+    }
+    for (const auto& [l, g] : accepted) detector->seed(l, g);
+  }
 
   void judged(const StepCheck& c, const AnomalyDecision& d) {
     if (rank != 0) return;
@@ -177,7 +196,9 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
     rt->last_compute_s = std::max(0.0, r.seconds - r.comm_seconds);
   };
   auto prev_judge = hooks.judge;
-  hooks.judge = [rt, prev_judge](const StepCheck& c) {
+  hooks.judge = [rt, prev_judge, resume = opt.resume](const StepCheck& c) {
+    if (!rt->seeded && resume) rt->seed_from_metrics(c.step);
+    rt->seeded = true;
     AnomalyDecision d = rt->detector->judge(c);
     if (d.verdict != StepVerdict::Update) rt->judged(c, d);
     StepVerdict v = d.verdict;
