@@ -30,7 +30,7 @@ grep -q '"skipped":true' <(grep '"step":4,' "$T/nan/metrics.jsonl") || fail "nan
 ft_same_weights "$T/skip4" "$T/nan" nan
 
 train skip15 --skip-steps 15:15
-train spike --anomaly-zscore 6 --anomaly-window 10 --inject spike:step=15,factor=1000
+train spike --anomaly-zscore 20 --anomaly-window 10 --inject spike:step=15,factor=1000
 grep -q '"kind":"grad_norm_spike"' "$T/spike/anomalies.jsonl" || { cat "$T/spike.log"; fail "spike: not detected"; }
 [ "$(wc -l < "$T/spike/anomalies.jsonl")" -eq 1 ] || { cat "$T/spike/anomalies.jsonl"; fail "spike: false positives"; }
 ft_same_weights "$T/skip15" "$T/spike" spike
@@ -41,7 +41,7 @@ train spike_off --inject spike:step=15,factor=1000
 # from metrics.jsonl catches the spike at step 19 as the uninterrupted run would.
 train skip19 --skip-steps 19:19
 timeout 300 "$ZAYA" launch --backoff 0.05 --poll 0.05 -- --config "$T/run-sync.toml" --out "$T/spike_restart" --quiet \
-  --anomaly-zscore 6 --anomaly-window 10 --inject kill:rank=0,step=17 --inject spike:step=19,factor=1000 \
+  --anomaly-zscore 20 --anomaly-window 10 --inject kill:rank=0,step=17 --inject spike:step=19,factor=1000 \
   > "$T/spike_restart.log" 2>&1 || { cat "$T/spike_restart.log"; fail "spike_restart: supervised run did not finish"; }
 grep -q '"step_resumed_from":15' "$T/spike_restart/incidents.jsonl" || fail "spike_restart: no restart from step 15"
 grep -q '"kind":"grad_norm_spike","loss":[0-9.e+-]*,"step":19' "$T/spike_restart/anomalies.jsonl" ||
