@@ -41,9 +41,13 @@ ft_setup "$ZAYA" "$T/k9" 100000 1
 KILLS=${FT_KILLS:-20}
 mid_save=0
 for i in $(seq 1 "$KILLS"); do
-  "$ZAYA" train --config "$T/k9/run.toml" --out "$T/k9/out" --quiet --resume > "$T/k9/run.log" 2>&1 &
+  rm -f "$T/k9/hb/rank-0.json"
+  "$ZAYA" train --config "$T/k9/run.toml" --out "$T/k9/out" --quiet --resume --heartbeat-dir "$T/k9/hb" \
+    > "$T/k9/run.log" 2>&1 &
   pid=$!
-  sleep "$(awk -v s="$RANDOM" 'BEGIN {printf "%.3f", 0.3 + (s % 1000) / 1000}')"
+  # Past start-up (however loaded the machine), then a random moment of training and saving.
+  for _ in $(seq 1 600); do grep -q '"stage":"step"' "$T/k9/hb/rank-0.json" 2>/dev/null && break; sleep 0.1; done
+  sleep "$(awk -v s="$RANDOM" 'BEGIN {printf "%.3f", (s % 800) / 1000}')"
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   ls -A "$T/k9/out/ckpt" 2>/dev/null | grep -q '^\.tmp-' && mid_save=$((mid_save + 1))

@@ -35,11 +35,11 @@ ft_same_weights "$T/ref" "$T/kill" kill
 # Hang in a step (step timeout) and, after the restart, during the save of step 20
 # (checkpoint timeout): two restarts, backoff doubling.
 # Synchronous checkpoints from here on: the step a checkpoint lands at is then exact.
-launch hang --max-restarts 3 --heartbeat-timeout 2 --checkpoint-timeout 3 -- --config "$T/run-sync.toml" \
+launch hang --max-restarts 3 --heartbeat-timeout 3 --checkpoint-timeout 4 -- --config "$T/run-sync.toml" \
   --out "$T/hang" --quiet --inject hang:rank=0,step=8 --inject hang:rank=0,step=20,at=checkpoint
 [ "$(grep -c '"kind":"hang"' "$T/hang/incidents.jsonl")" -eq 2 ] || { cat "$T/hang.log"; fail "hang: expected 2 hang incidents"; }
-grep -q 'stage checkpoint, checkpoint timeout 3.0 s' "$T/hang.log" || fail "hang: the checkpoint timeout did not apply"
-grep -q 'stage step, step timeout 2.0 s' "$T/hang.log" || fail "hang: the step timeout did not apply"
+grep -q 'stage checkpoint, checkpoint timeout 4.0 s' "$T/hang.log" || fail "hang: the checkpoint timeout did not apply"
+grep -q 'stage step, step timeout 3.0 s' "$T/hang.log" || fail "hang: the step timeout did not apply"
 grep -q '"backoff_s":0.1,' "$T/hang/incidents.jsonl" || fail "hang: the second restart did not back off twice as long"
 grep -q '"step_resumed_from":15' "$T/hang/incidents.jsonl" || fail "hang at checkpoint: not resumed from step 15"
 ft_same_weights "$T/ref" "$T/hang" hang
