@@ -22,7 +22,7 @@ train() {  # name flags...
 }
 
 train skip4 --skip-steps 4:4
-train nan --inject nan:step=4
+ZAYA_INJECT="nan:step=4" train nan  # the environment variable, same syntax as --inject
 grep -q '"step":4,"time"' "$T/nan/faults-injected.jsonl" || fail "nan: not injected"
 grep -q 'anomaly: step 4: nonfinite' "$T/nan.log" || { cat "$T/nan.log"; fail "nan: not logged"; }
 [ "$(wc -l < "$T/nan/anomalies.jsonl")" -eq 1 ] || fail "nan: anomalies.jsonl should count 1 anomaly"
