@@ -48,6 +48,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_native(float* 
     for (int j = 0; j < kRows; ++j) {
       const bf16* wr = W + size_t(n0 + std::min(j, nr - 1)) * K + k;
       w[j] = s < full ? _mm512_loadu_si512(wr) : _mm512_maskz_loadu_epi16(tail, wr);
+      // The next block's rows, one block ahead: a row of a real model is a page or more, and
+      // hardware prefetchers stop at page boundaries, so decode (one x row) would otherwise
+      // wait on every new page. Prefetches never fault, past the end included.
+      _mm_prefetch(reinterpret_cast<const char*>(wr + size_t(kRows) * K), _MM_HINT_T0);
     }
     for (int i = 0; i < mr; ++i) {
       const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + size_t(m0 + i) * Kp + k);
