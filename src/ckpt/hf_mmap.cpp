@@ -51,12 +51,25 @@ std::vector<std::string> shard_files(const std::string& dir, std::map<std::strin
   return files;
 }
 
+// MemAvailable from /proc/meminfo (0 when unknown: then nothing is populated).
+size_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
 }  // namespace
 
 WeightStore open_hf_weights(const std::string& dir) {
   WeightStore s;
   s.origin = dir;
   std::map<std::string, std::string> weight_map;
+  std::vector<std::shared_ptr<SafetensorsFile>> files;
+  size_t total = 0;
   for (const std::string& path : shard_files(dir, &weight_map)) {
     auto file = std::make_shared<SafetensorsFile>(path);  // mmap: no bytes read yet
     for (const TensorEntry& e : file->tensors()) {
@@ -71,7 +84,15 @@ WeightStore open_hf_weights(const std::string& dir) {
       s.add(e.name, WeightView{dt, e.shape, file->data(e), path});
     }
     s.keep_alive(file);
+    files.push_back(file);
+    total += file->file_size();
   }
+  // Decode reads a different expert's pages at almost every token: left to fault in on
+  // first touch (4 KB at a time), a token spends most of its time in page faults. When the
+  // files fit in memory with 1 GiB to spare (MemAvailable counts the page cache that may
+  // already hold them), map every page at load (shard by shard).
+  if (total + (size_t(1) << 30) < available_memory_bytes())
+    for (const auto& f : files) f->populate();
   for (auto& [name, fn] : weight_map)
     if (!s.find(name)) fail((fs::path(dir) / fn).string(), ": the index says it holds '", name, "' but it does not");
   return s;

@@ -37,6 +37,10 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const TensorEntry* find(const std::string& name) const;
   const uint8_t* data(const TensorEntry& e) const { return data_ + e.begin; }
+  size_t file_size() const { return size_; }
+  // Maps every page of the file now (MADV_POPULATE_READ, or a touch per page on kernels
+  // without it), so later reads take no page faults. Returns false if it could not.
+  bool populate() const;
   // Reads a tensor as float/double, converting from F64/F32/F16/BF16, after checking its
   // shape equals `expect_shape` (when non-empty).
   void read(const std::string& name, float* dst, const std::vector<int64_t>& expect_shape = {}) const;
