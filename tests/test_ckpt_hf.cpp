@@ -15,32 +15,18 @@
 #include "ckpt/hf.h"
 #include "ckpt/hf_convert.h"
 #include "core/error.h"
+#include "test_util.h"
 
 using namespace zaya;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("zaya_test_ckpt_hf_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& s) const { return (path / s).string(); }
+struct TempDir : test_util::TempDir {
+  explicit TempDir(const std::string& tag) : test_util::TempDir("ckpt_hf", tag) {}
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::error_of;
 
 ModelConfig hf_tiny() {
   ModelConfig c = load_model_config_toml(ZAYA_SOURCE_DIR "/configs/zaya1-tiny.toml");

@@ -11,6 +11,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
+#include "test_util.h"
 #include "ft/anomaly.h"
 #include "ft/heartbeat.h"
 #include "ft/inject.h"
@@ -23,25 +24,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("zaya_test_ft_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
+struct TempDir : test_util::TempDir {
+  explicit TempDir(const std::string& tag) : test_util::TempDir("ft", tag) {}
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::error_of;
 
 StepCheck check(int64_t step, double loss, double gnorm) {
   StepCheck c;
