@@ -1,5 +1,7 @@
 #include "ckpt/hf.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,41 +24,55 @@ struct HfTensors {
   std::map<std::string, const SafetensorsFile*> where;
 
   explicit HfTensors(const std::string& dir) {
-    fs::path index = fs::path(dir) / "model.safetensors.index.json";
-    if (fs::exists(index)) {
-      std::ifstream f(index);
-      json j;
-      try {
-        j = json::parse(f);
-      } catch (const json::parse_error& e) {
-        fail(index.string(), ": invalid JSON (", e.what(), ")");
-      }
-      if (!j.contains("weight_map") || !j["weight_map"].is_object())
-        fail(index.string(), ": missing object 'weight_map'");
-      std::map<std::string, const SafetensorsFile*> by_file;
-      for (auto& [name, file] : j["weight_map"].items()) {
-        if (!file.is_string()) fail(index.string(), ": weight_map entry '", name, "' is not a file name");
-        std::string fn = file.get<std::string>();
-        if (!by_file.count(fn)) {
-          fs::path p = fs::path(dir) / fn;
-          if (!fs::exists(p)) fail(index.string(), ": shard '", fn, "' (holding '", name, "') is missing");
-          files.push_back(std::make_unique<SafetensorsFile>(p.string()));
-          by_file[fn] = files.back().get();
-        }
-        const SafetensorsFile* sf = by_file[fn];
-        if (!sf->find(name)) fail(sf->path(), ": the index says it holds '", name, "' but it does not");
-        where[name] = sf;
-      }
-    } else {
-      fs::path p = fs::path(dir) / "model.safetensors";
-      if (!fs::exists(p)) fail(dir, ": neither model.safetensors nor model.safetensors.index.json found");
-      files.push_back(std::make_unique<SafetensorsFile>(p.string()));
-      for (auto& e : files.back()->tensors()) where[e.name] = files.back().get();
+    const HfShardList list = hf_shard_list(dir);
+    std::map<std::string, const SafetensorsFile*> by_path;
+    for (const std::string& path : list.files) {
+      files.push_back(std::make_unique<SafetensorsFile>(path));
+      by_path[path] = files.back().get();
     }
+    for (const auto& [name, path] : list.weight_map) {
+      const SafetensorsFile* sf = by_path[path];
+      if (!sf->find(name)) fail(sf->path(), ": the index says it holds '", name, "' but it does not");
+      where[name] = sf;
+    }
+    if (list.weight_map.empty())
+      for (auto& e : files.back()->tensors()) where[e.name] = files.back().get();
   }
 };
 
 }  // namespace
+
+HfShardList hf_shard_list(const std::string& dir) {
+  HfShardList out;
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (!fs::exists(index)) {
+    const fs::path p = fs::path(dir) / "model.safetensors";
+    if (!fs::exists(p)) fail(dir, ": neither model.safetensors nor model.safetensors.index.json found");
+    out.files.push_back(p.string());
+    return out;
+  }
+  json j;
+  try {
+    std::ifstream in(index);
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(index.string(), ": invalid JSON (", e.what(), ")");
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    fail(index.string(), ": missing object 'weight_map'");
+  for (auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) fail(index.string(), ": weight_map entry '", name, "' is not a file name");
+    const std::string fn = file.get<std::string>();
+    if (fn.find('/') != std::string::npos) fail(index.string(), ": shard '", fn, "' is outside the directory");
+    const std::string path = (fs::path(dir) / fn).string();
+    if (std::find(out.files.begin(), out.files.end(), path) == out.files.end()) {
+      if (!fs::exists(path)) fail(index.string(), ": shard '", fn, "' (holding '", name, "') is missing");
+      out.files.push_back(path);
+    }
+    out.weight_map[name] = path;
+  }
+  return out;
+}
 
 template <class T>
 void load_hf_weights(const std::string& dir, Model<T>& m) {

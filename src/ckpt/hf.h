@@ -3,12 +3,23 @@
 // their HF names in the model's parameter table, so import/export is a loop, not a
 // hand-written mapping.
 #pragma once
+#include <map>
 #include <string>
+#include <vector>
 
 #include "ckpt/safetensors.h"
 #include "model/model.h"
 
 namespace zaya {
+
+// The safetensors files of an HF directory: model.safetensors, or every shard the index lists
+// (each once, in index order) with its weight_map (tensor name -> shard path). Errors name the
+// index, or the missing shard and a tensor it should hold.
+struct HfShardList {
+  std::vector<std::string> files;
+  std::map<std::string, std::string> weight_map;  // empty for a single model.safetensors
+};
+HfShardList hf_shard_list(const std::string& dir);
 
 // Loads every parameter (and the balancing-bias buffers) of `m` from `dir`. Missing or
 // misshapen tensors are errors naming the tensor and file; an absent lm_head.weight means

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -177,39 +178,20 @@ HfDir::HfDir(const std::string& dir) : dir_(dir) {
     names_.push_back(e->name);
     entries_.push_back({f, e});
   };
-  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
-  if (fs::exists(index)) {
-    json j;
-    try {
-      std::ifstream in(index);
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      fail(index.string(), ": invalid JSON (", e.what(), ")");
-    }
-    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      fail(index.string(), ": missing object 'weight_map'");
-    std::map<std::string, const SafetensorsFile*> by_file;
-    for (auto& [name, file] : j["weight_map"].items()) {
-      if (!file.is_string()) fail(index.string(), ": weight_map entry '", name, "' is not a file name");
-      const std::string fn = file.get<std::string>();
-      if (fn.find('/') != std::string::npos) fail(index.string(), ": shard '", fn, "' is outside the directory");
-      if (!by_file.count(fn)) {
-        const fs::path p = fs::path(dir) / fn;
-        if (!fs::exists(p)) fail(index.string(), ": shard '", fn, "' (holding '", name, "') is missing");
-        files_.push_back(std::make_unique<SafetensorsFile>(p.string()));
-        by_file[fn] = files_.back().get();
-      }
-      const SafetensorsFile* f = by_file[fn];
-      const TensorEntry* e = f->find(name);
-      if (!e) fail(f->path(), ": the index says it holds '", name, "' but it does not");
-      add(f, e);
-    }
-  } else {
-    const fs::path p = fs::path(dir) / "model.safetensors";
-    if (!fs::exists(p)) fail(dir, ": neither model.safetensors nor model.safetensors.index.json found");
-    files_.push_back(std::make_unique<SafetensorsFile>(p.string()));
-    for (const TensorEntry& e : files_.back()->tensors()) add(files_.back().get(), &e);
+  const HfShardList list = hf_shard_list(dir);
+  std::map<std::string, const SafetensorsFile*> by_path;
+  for (const std::string& path : list.files) {
+    files_.push_back(std::make_unique<SafetensorsFile>(path));
+    by_path[path] = files_.back().get();
   }
+  for (const auto& [name, path] : list.weight_map) {
+    const SafetensorsFile* f = by_path[path];
+    const TensorEntry* e = f->find(name);
+    if (!e) fail(f->path(), ": the index says it holds '", name, "' but it does not");
+    add(f, e);
+  }
+  if (list.weight_map.empty())
+    for (const TensorEntry& e : files_.back()->tensors()) add(files_.back().get(), &e);
 }
 
 HfDir::~HfDir() = default;

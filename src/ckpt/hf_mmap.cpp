@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/hf.h"
 #include "ckpt/safetensors.h"
 #include "core/bf16.h"
 #include "core/error.h"
@@ -19,37 +20,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-// The safetensors files of an HF directory, in index order (one shard per file name).
-std::vector<std::string> shard_files(const std::string& dir, std::map<std::string, std::string>* weight_map) {
-  fs::path index = fs::path(dir) / "model.safetensors.index.json";
-  if (!fs::exists(index)) {
-    fs::path p = fs::path(dir) / "model.safetensors";
-    if (!fs::exists(p)) fail(dir, ": neither model.safetensors nor model.safetensors.index.json found");
-    return {p.string()};
-  }
-  std::ifstream f(index);
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::parse_error& e) {
-    fail(index.string(), ": invalid JSON (", e.what(), ")");
-  }
-  if (!j.contains("weight_map") || !j["weight_map"].is_object()) fail(index.string(), ": missing object 'weight_map'");
-  std::vector<std::string> files;
-  std::map<std::string, bool> seen;
-  for (auto& [name, file] : j["weight_map"].items()) {
-    if (!file.is_string()) fail(index.string(), ": weight_map entry '", name, "' is not a file name");
-    const std::string fn = file.get<std::string>();
-    if (weight_map) (*weight_map)[name] = fn;
-    if (seen[fn]) continue;
-    seen[fn] = true;
-    const fs::path p = fs::path(dir) / fn;
-    if (!fs::exists(p)) fail(index.string(), ": shard '", fn, "' (holding '", name, "') is missing");
-    files.push_back(p.string());
-  }
-  return files;
-}
 
 // MemAvailable from /proc/meminfo (0 when unknown: then nothing is populated).
 size_t available_memory_bytes() {
@@ -67,10 +37,10 @@ size_t available_memory_bytes() {
 WeightStore open_hf_weights(const std::string& dir) {
   WeightStore s;
   s.origin = dir;
-  std::map<std::string, std::string> weight_map;
+  const HfShardList list = hf_shard_list(dir);
   std::vector<std::shared_ptr<SafetensorsFile>> files;
   size_t total = 0;
-  for (const std::string& path : shard_files(dir, &weight_map)) {
+  for (const std::string& path : list.files) {
     auto file = std::make_shared<SafetensorsFile>(path);  // mmap: no bytes read yet
     for (const TensorEntry& e : file->tensors()) {
       WeightDType dt;
@@ -93,13 +63,13 @@ WeightStore open_hf_weights(const std::string& dir) {
   // already hold them), map every page at load (shard by shard).
   if (total + (size_t(1) << 30) < available_memory_bytes())
     for (const auto& f : files) f->populate();
-  for (auto& [name, fn] : weight_map)
-    if (!s.find(name)) fail((fs::path(dir) / fn).string(), ": the index says it holds '", name, "' but it does not");
+  for (auto& [name, path] : list.weight_map)
+    if (!s.find(name)) fail(path, ": the index says it holds '", name, "' but it does not");
   return s;
 }
 
 bool hf_weights_are_bf16(const std::string& dir) {
-  for (const std::string& path : shard_files(dir, nullptr)) {
+  for (const std::string& path : hf_shard_list(dir).files) {
     SafetensorsFile f(path);
     for (const TensorEntry& e : f.tensors())
       if (e.shape.size() == 2) return e.dtype == DType::BF16;
