@@ -142,10 +142,11 @@ static std::vector<OpCase> op_table() {
   }
   {
     // Attention with GQA (Hq 4, Hk 2), strided q inside a packed row, and a shard offset.
-    for (int q_pos0 : {0, 3}) {
-      AttnShape a{2, 4, 4 + q_pos0, q_pos0, 4, 2, 3, 20, 6, 6, 12};
+    // Tq 4: the direct path (attention_forward_head, decode); Tq 6: the BLAS path.
+    for (auto [Tq, q_pos0] : {std::pair{4, 0}, std::pair{4, 3}, std::pair{6, 2}}) {
+      AttnShape a{2, Tq, Tq + q_pos0, q_pos0, 4, 2, 3, 20, 6, 6, 12};
       const size_t nq = size_t(a.B) * a.Tq * a.ldq, nk = size_t(a.B) * a.Tk * a.ldk, no = size_t(a.B) * a.Tq * a.ldo;
-      ops.push_back({"attention_pos0_" + std::to_string(q_pos0), {nq, nk, nk}, nullptr,
+      ops.push_back({"attention_T" + std::to_string(Tq) + "_pos0_" + std::to_string(q_pos0), {nq, nk, nk}, nullptr,
                      [=](const VV& in, V& out) {
                        out.assign(no, 0);
                        V lse(size_t(a.B) * a.Hq * a.Tq), scratch(a.scratch_elems(64));

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include "ckpt/hf_mmap.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "kernels/gemm.h"
 #include "kernels/linear_bf16.h"
 #include "model/decode.h"
 #include "model/infer.h"
@@ -75,11 +77,14 @@ TEST(InferBf16, SameLogitsAsDecoderOverFp32Views) {
     Model<float> m(c);
     randomize_for_checks(m.layout, 3, m.params.data(), m.buffers.data());
     InferModel im(c, WeightStore::from_model(m));
-    const int B = 2, T = 11;
-    auto ids = random_ids(B * T, c.vocab_size, 5);
-    Decoder<float> ref(m, B, T);
-    InferDecoder dec(im, B, T);
-    EXPECT_LT(compare_decoders(dec, ref, ids, B, T, 4, c.vocab_size), 1e-5) << "topk " << topk;
+    // B 2: decode's one-region team form throughout; B 1 with a 36-token prefill: a region
+    // per product for the prefill (more than 32 rows), then the team form.
+    for (auto [B, T, prefill] : {std::tuple{2, 11, 4}, std::tuple{1, 40, 36}}) {
+      auto ids = random_ids(B * T, c.vocab_size, 5);
+      Decoder<float> ref(m, B, T);
+      InferDecoder dec(im, B, T);
+      EXPECT_LT(compare_decoders(dec, ref, ids, B, T, prefill, c.vocab_size), 1e-5) << "topk " << topk << " B " << B;
+    }
   }
 }
 
@@ -97,15 +102,19 @@ TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
   ASSERT_TRUE(q);
   EXPECT_EQ(q->dtype, WeightDType::BF16);  // a view into the mapping, not a copy
   InferModel im(c, std::move(ws));
-  const int B = 2, T = 12;
-  auto ids = random_ids(B * T, c.vocab_size, 9);
-  Decoder<float> ref(f32, B, T);
-  InferDecoder dec(im, B, T);
   // Activations are rounded to bf16 at every linear (weights are exact): relative error of
-  // a dot product ~ 2^-9; through 6 sub-layers we allow 3% of the largest logit.
-  const double rel = compare_decoders(dec, ref, ids, B, T, 5, c.vocab_size);
-  EXPECT_LT(rel, 3e-2);
-  EXPECT_GT(rel, 0.0);  // it really ran in bf16
+  // a dot product ~ 2^-9; through 6 sub-layers we allow 3% of the largest logit. The
+  // 36-token prefill runs its products on oneDNN's GEMM (16 rows or more) where available.
+  for (auto [B, T, prefill] : {std::tuple{2, 12, 5}, std::tuple{1, 40, 36}}) {
+    auto ids = random_ids(B * T, c.vocab_size, 9);
+    Decoder<float> ref(f32, B, T);
+    InferDecoder dec(im, B, T);
+    const double rel = compare_decoders(dec, ref, ids, B, T, prefill, c.vocab_size);
+    EXPECT_LT(rel, 3e-2) << "B " << B;
+    EXPECT_GT(rel, 0.0);  // it really ran in bf16
+  }
+  const int T = 12;
+  auto ids = random_ids(2 * T, c.vocab_size, 9);
   // logprobs() equals a full forward's log-softmax.
   InferDecoder dec1(im, 1, T);
   std::vector<int32_t> one(ids.begin(), ids.begin() + T);
@@ -139,6 +148,63 @@ TEST(InferBf16, PortableAndNativeKernelsAgree) {
         EXPECT_NEAR(yp[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << "portable K " << K;
       }
   }
+}
+
+// x [M, K] and bf16 W [N, K] with normal entries; wf: W's values as floats.
+static void random_linear(int M, int N, int K, uint64_t seed, std::vector<float>& x, std::vector<bf16>& w,
+                          std::vector<float>& wf) {
+  x.resize(size_t(M) * K);
+  wf.resize(size_t(N) * K);
+  w.resize(wf.size());
+  Philox r(seed, 2);
+  for (auto& v : x) v = float(r.normal());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = to_bf16(float(r.normal())), wf[i] = from_bf16(w[i]);
+}
+
+// Decode's team form (each thread of a running region a share of the rows) gives the very
+// sums of one call, for any number of threads, uneven splits and more rows than a tile.
+TEST(InferBf16, TeamSplitEqualsOneCall) {
+  for (bool portable : {false, true})
+    for (int M : {1, 5, 70}) {
+      const int N = 37, K = 70;
+      std::vector<float> x, wf;
+      std::vector<bf16> w;
+      random_linear(M, N, K, 11 + M, x, w, wf);
+      linear_bf16_force_portable(portable);
+      // One call on the same kernel: below 16 rows linear_bf16 is our kernel; from 16 on it
+      // is oneDNN unless forced portable, so the 70-row native case compares within rounding.
+      std::vector<float> one(size_t(M) * N, 0.f);
+      linear_bf16(one.data(), N, x.data(), K, w.data(), M, N, K);
+      const bool exact = portable || M < 16;
+      for (int threads : {1, 2, 3}) {
+        std::vector<float> team(size_t(M) * N, 0.f);
+#pragma omp parallel num_threads(threads)
+        linear_bf16_team(team.data(), N, x.data(), K, w.data(), M, N, K);
+        if (exact) {
+          EXPECT_EQ(one, team) << linear_bf16_kernel() << " M " << M << " threads " << threads;
+        } else {
+          for (size_t i = 0; i < team.size(); ++i)
+            ASSERT_NEAR(team[i], one[i], 1e-4 * (1 + std::fabs(one[i]))) << "M " << M << " threads " << threads;
+        }
+      }
+      linear_bf16_force_portable(false);
+    }
+}
+
+// From 16 rows on linear_bf16 is oneDNN's GEMM over W in place: same values as our kernel
+// up to the order of the sums.
+TEST(InferBf16, OneDnnGemmAgreesWithOwnKernel) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX: linear_bf16 never calls oneDNN here";
+  const int M = 40, N = 50, K = 96;
+  std::vector<float> x, wf;
+  std::vector<bf16> w;
+  random_linear(M, N, K, 5, x, w, wf);
+  std::vector<float> y(size_t(M) * N, 0.5f), own(y);
+  linear_bf16(y.data(), N, x.data(), K, w.data(), M, N, K, 1.f);  // beta 1: accumulates
+  linear_bf16_force_portable(true);
+  linear_bf16(own.data(), N, x.data(), K, w.data(), M, N, K, 1.f);
+  linear_bf16_force_portable(false);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], own[i], 1e-4 * (1 + std::fabs(own[i]))) << i;
 }
 
 TEST(InferBf16, MissingShardIsAnErrorNamingIt) {

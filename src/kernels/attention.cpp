@@ -34,6 +34,41 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s)
 }
 
 template <class T>
+void attention_forward_head(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int j,
+                            T* S) {
+  const int G = s.Hq / s.Hk, g = j / G, hd = s.hd;
+  const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
+  const T scale = T(1) / std::sqrt(T(hd));
+  const T* kb = k + size_t(b) * kvb * s.ldk + size_t(g) * hd;
+  const T* vb = v + size_t(b) * kvb * s.ldv + size_t(g) * hd;
+  for (int t = 0; t < s.Tq; ++t) {
+    const T* qr = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(j) * hd;
+    T* o = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(j) * hd;
+    const int last = std::min(s.Tk - 1, s.q_pos0 + t);
+    T m = -std::numeric_limits<T>::infinity();
+    for (int u = 0; u <= last; ++u) {
+      const T* kr = kb + size_t(u) * s.ldk;
+      T d = 0;
+#pragma omp simd reduction(+ : d)
+      for (int i = 0; i < hd; ++i) d += qr[i] * kr[i];
+      S[u] = d * scale;
+      m = std::max(m, S[u]);
+    }
+    T sum = 0;
+    for (int u = 0; u <= last; ++u) sum += (S[u] = std::exp(S[u] - m));
+    const T inv = T(1) / sum;
+    std::fill(o, o + hd, T(0));
+    for (int u = 0; u <= last; ++u) {
+      const T pu = S[u] * inv;
+      const T* vr = vb + size_t(u) * s.ldv;
+#pragma omp simd
+      for (int i = 0; i < hd; ++i) o[i] += pu * vr[i];
+    }
+    lse[(size_t(b) * s.Hq + j) * s.Tq + t] = m + std::log(sum);
+  }
+}
+
+template <class T>
 void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, T* scratch) {
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
   const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
@@ -42,6 +77,10 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
   for (int b = 0; b < s.B; ++b)
     for (int j = 0; j < s.Hq; ++j) {
       T* S = scratch + size_t(omp_get_thread_num()) * 2 * s.Tq * s.Tk;
+      if (s.Tq <= kDirectAttnRows) {
+        attention_forward_head(out, lse, q, k, v, s, b, j, S);
+        continue;
+      }
       const int g = j / G;
       const T* qb = q + size_t(b) * s.Tq * lq + size_t(j) * s.hd;
       const T* kb = k + size_t(b) * kvb * lk + size_t(g) * s.hd;
@@ -95,6 +134,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
 
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*, const AttnShape&,
                                        float*);
+template void attention_forward_head<float>(float*, float*, const float*, const float*, const float*,
+                                            const AttnShape&, int, int, float*);
+template void attention_forward_head<double>(double*, double*, const double*, const double*, const double*,
+                                             const AttnShape&, int, int, double*);
 template void attention_forward<double>(double*, double*, const double*, const double*, const double*,
                                         const AttnShape&, double*);
 template void attention_backward<float>(float*, float*, float*, const float*, const float*, const float*,

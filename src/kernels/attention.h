@@ -23,6 +23,14 @@ struct AttnShape {
 
 template <class T>
 void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, T* scratch);
+// One (batch row b, query head j) of attention_forward, by direct dot products: for a few
+// query rows (decode) two BLAS calls would cost more in packing than in math. scratch: Tk
+// elements. attention_forward uses it when Tq <= kDirectAttnRows; decode splits the pairs
+// over its team.
+constexpr int kDirectAttnRows = 4;
+template <class T>
+void attention_forward_head(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int j,
+                            T* scratch);
 // Accumulates into dq, dk, dv.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse, const T* q, const T* k,

@@ -24,10 +24,8 @@ static void pack_w1(T* w1p, const T* w1, const ConvShape& s) {
 }
 
 template <class T>
-void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const T* w0, const T* b0, const T* w1,
-                         const T* b1, const ConvShape& s) {
-  const int Tr = s.rows_per_batch(), C = s.C, hd = s.hd, K0 = s.K0, K1 = s.K1;
-  // Stage 1: depthwise.
+void causal_conv_depthwise(T* y0, const T* p, const T* halo, const T* w0, const T* b0, const ConvShape& s) {
+  const int Tr = s.rows_per_batch(), C = s.C, K0 = s.K0;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < s.B; ++b)
     for (int j = 0; j < Tr; ++j) {
@@ -38,6 +36,13 @@ void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const
         yr[c] = acc;
       }
     }
+}
+
+template <class T>
+void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const T* w0, const T* b0, const T* w1,
+                         const T* b1, const ConvShape& s) {
+  const int Tr = s.rows_per_batch(), C = s.C, hd = s.hd, K1 = s.K1;
+  causal_conv_depthwise(y0, p, halo, w0, b0, s);  // stage 1
   pack_w1(w1p, w1, s);
   // Stage 2: per group and tap, one GEMM over all rows (rows that straddle batches are junk).
   const int M = s.rows() - (K1 - 1);
@@ -106,6 +111,7 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
 #define ZAYA_INST(T)                                                                                           \
   template void causal_conv_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
                                        const ConvShape&);                                                      \
+  template void causal_conv_depthwise<T>(T*, const T*, const T*, const T*, const T*, const ConvShape&);       \
   template void causal_conv_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, T*, const T*,       \
                                         const T*, const T*, const T*, const ConvShape&);
 ZAYA_INST(float)

@@ -155,6 +155,33 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
   d.strm.wait();
 }
 
+}  // namespace
+
+void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16* W, float beta, float* y, int ldy) {
+  if (M == 0 || N == 0) return;
+  double t0 = g_stats_on ? now_seconds() : 0;
+  Dnnl& d = Dnnl::get();
+  std::lock_guard<std::mutex> lock(d.mu);
+  using dt = dnnl::memory::data_type;
+  static thread_local std::vector<bf16> abuf;
+  pack_bf16(x, M, K, ldx, abuf);
+  auto& p = d.prim(dt::bf16, Trans::N, Trans::T, M, N, K, K, K, ldy, 1.f, beta);
+  using md = dnnl::memory::desc;
+  dnnl::memory am(md({M, K}, dt::bf16, Dnnl::strides(Trans::N, K)), d.eng, abuf.data());
+  dnnl::memory bm(md({K, N}, dt::bf16, Dnnl::strides(Trans::T, K)), d.eng, const_cast<bf16*>(W));
+  dnnl::memory cm(md({M, N}, dt::f32, dnnl::memory::dims{ldy, 1}), d.eng, y);
+  p.execute(d.strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  d.strm.wait();
+  if (g_stats_on) {
+    auto& s = gemm_stats();
+    s.seconds += now_seconds() - t0;
+    s.flops += 2.0 * M * N * K;
+    s.calls++;
+  }
+}
+
+namespace {
+
 void scale_c(int M, int N, float beta, float* C, int ldc) {  // BLAS semantics for K == 0
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = beta == 0.f ? 0.f : beta * C[size_t(i) * ldc + j];

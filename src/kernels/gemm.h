@@ -9,6 +9,8 @@
 #pragma once
 #include <string>
 
+#include "core/bf16.h"
+
 namespace zaya {
 
 enum class Trans { N, T };
@@ -44,6 +46,10 @@ struct CpuFeatures {
 };
 const CpuFeatures& cpu_features();
 bool bf16_gemm_supported();
+// y[M, N] = x[M, K] W[N, K]^T (+ beta y) with W bf16 as stored (memory-mapped weights used in
+// place, never converted), x rounded to bf16, fp32 accumulation, on oneDNN, which picks AMX
+// or AVX512-BF16 at run time. Needs bf16_gemm_supported().
+void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16* W, float beta, float* y, int ldy);
 
 // OpenBLAS's SkylakeX (AVX-512) kernels are the fastest on our AVX-512 AMD EPYC machines
 // (3072^3 fp32: Haswell 0.109, Cooperlake 0.171, SkylakeX 0.187 TFLOP/s; bench/README.md),

@@ -6,6 +6,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <atomic>
 #include <vector>
 
@@ -32,6 +34,7 @@ void round_rows(std::vector<bf16>& xb, const float* x, int ldx, int M, int K, in
 constexpr int kRows = 4;   // W rows per block (one block per task)
 constexpr int kMBlock = 4;  // x rows per micro-kernel
 constexpr int kMTile = 64;  // x rows kept hot (in L2) while W streams
+constexpr int kGemmRows = 16;  // from this many x rows on, oneDNN's blocked GEMM (AMX where present)
 
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_native(float* y, int ldy, const bf16* xb, int Kp,
                                                                          const bf16* W, int n0, int nr, int m0,
@@ -94,27 +97,64 @@ void block_portable(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, in
 const char* linear_bf16_kernel() { return use_native() ? "avx512bf16" : "portable"; }
 void linear_bf16_force_portable(bool on) { g_portable = on; }
 
+namespace {
+
+// Blocks [b0, b1) of kRows output rows against all M rows of x (rounded: xb, stride Kp).
+void run_blocks(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int M, int N, int K, float beta, int b0,
+                int b1) {
+  const bool native = use_native();
+  for (int b = b0; b < b1; ++b) {
+    const int n0 = b * kRows, nr = std::min(kRows, N - n0);
+    for (int m0 = 0; m0 < M; m0 += kMBlock) {
+      const int mr = std::min(kMBlock, M - m0);
+      if (native)
+        block_native(y, ldy, xb, Kp, W, n0, nr, m0, mr, K, beta);
+      else
+        block_portable(y, ldy, xb, Kp, W, n0, nr, m0, mr, K, beta);
+    }
+  }
+}
+
+}  // namespace
+
+static bool use_gemm(int M) {
+  static const bool own = [] {
+    const char* e = std::getenv("ZAYA_BF16_GEMM");
+    return e && !std::strcmp(e, "own");
+  }();
+  return M >= kGemmRows && !own && !g_portable.load(std::memory_order_relaxed) && bf16_gemm_supported();
+}
+
 void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
   if (M <= 0 || N <= 0) return;
+  if (use_gemm(M)) return gemm_bf16_weights(M, N, K, x, ldx, W, beta, y, ldy);
   const int Kp = (K + 31) / 32 * 32;
   static thread_local std::vector<bf16> xb;
   round_rows(xb, x, ldx, M, K, Kp);
-  const bool native = use_native();
   const int blocks = (N + kRows - 1) / kRows;
-  const bf16* xp = xb.data();
   for (int mt = 0; mt < M; mt += kMTile) {
-    const int mend = std::min(M, mt + kMTile);
-#pragma omp parallel for schedule(static) if (size_t(N) * K * (mend - mt) > 32768)
-    for (int b = 0; b < blocks; ++b) {
-      const int n0 = b * kRows, nr = std::min(kRows, N - n0);
-      for (int m0 = mt; m0 < mend; m0 += kMBlock) {
-        const int mr = std::min(kMBlock, mend - m0);
-        if (native)
-          block_native(y, ldy, xp, Kp, W, n0, nr, m0, mr, K, beta);
-        else
-          block_portable(y, ldy, xp, Kp, W, n0, nr, m0, mr, K, beta);
-      }
-    }
+    const int mr = std::min(M, mt + kMTile) - mt;
+    const bf16* xt = xb.data() + size_t(mt) * Kp;
+    float* yt = y + size_t(mt) * ldy;
+#pragma omp parallel for schedule(static) if (size_t(N) * K * mr > 32768)
+    for (int b = 0; b < blocks; ++b) run_blocks(yt, ldy, xt, Kp, W, mr, N, K, beta, b, b + 1);
+  }
+}
+
+void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
+  if (M <= 0 || N <= 0) return;
+  // Each thread rounds x itself (a few KB): cheaper than a barrier.
+  const int Kp = (K + 31) / 32 * 32;
+  static thread_local std::vector<bf16> xb;
+  round_rows(xb, x, ldx, M, K, Kp);
+  const int blocks = (N + kRows - 1) / kRows, chunk = std::max(1, blocks / 16);
+  const int chunks = (blocks + chunk - 1) / chunk;
+  for (int mt = 0; mt < M; mt += kMTile) {
+    const int mr = std::min(M, mt + kMTile) - mt;
+#pragma omp for schedule(dynamic) nowait
+    for (int ci = 0; ci < chunks; ++ci)
+      run_blocks(y + size_t(mt) * ldy, ldy, xb.data() + size_t(mt) * Kp, Kp, W, mr, N, K, beta, ci * chunk,
+                 std::min(blocks, (ci + 1) * chunk));
   }
 }
 

@@ -11,8 +11,18 @@
 
 namespace zaya {
 
+// From 16 rows of x on (prefill, scoring) the product is oneDNN's bf16 GEMM over W in place,
+// which uses AMX tiles where the CPU has them (ZAYA_BF16_GEMM=own keeps our kernel, for
+// comparisons); fewer rows (decode) are bound by the weight read and stay here.
 // ldx, ldy: row strides (elements) of x and y. beta 0 overwrites y, 1 accumulates.
 void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta = 0.f);
+
+// The same product inside an OpenMP region that is already running (decode runs a whole
+// token in one region: a fork/join per product costs as much as a small product): every
+// thread of the team calls it with the same arguments and computes one contiguous share of
+// the output rows. No barrier at the end: the caller places one before y is read.
+void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K,
+                      float beta = 0.f);
 
 // Which kernel runs: "avx512bf16" or "portable". force_portable (tests, comparisons)
 // switches the process to the portable loop.

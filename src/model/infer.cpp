@@ -1,5 +1,6 @@
 #include "model/infer.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +25,19 @@ void Linear::apply(float* y, int ldy, const float* x, int ldx, int M, float beta
     gemm(Trans::N, Trans::T, M, N, K, 1.f, x, ldx, static_cast<const float*>(w), K, beta, y, ldy);
 }
 
+void Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta) const {
+  if (dtype == WeightDType::BF16) {
+    linear_bf16_team(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta);
+    return;
+  }
+  // fp32: each thread one slice of W's rows (BLAS runs single-threaded inside a region).
+  const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  const int n0 = int(int64_t(N) * t / nt), n1 = int(int64_t(N) * (t + 1) / nt);
+  if (n1 > n0)
+    gemm(Trans::N, Trans::T, M, n1 - n0, K, 1.f, x, ldx, static_cast<const float*>(w) + size_t(n0) * K, K, beta,
+         y + n0, ldy);
+}
+
 // ---------------------------------------------------------------- model
 
 InferModel::InferModel(const ModelConfig& cfg, WeightStore store) : cfg_(cfg), store_(std::move(store)) {
@@ -33,7 +47,7 @@ InferModel::InferModel(const ModelConfig& cfg, WeightStore store) : cfg_(cfg), s
   auto mat = [&](size_t off) {
     const ParamInfo& p = *at.at(off);
     const WeightView& v = store_.get(p.name, p.shape);
-    return Linear{v.dtype, v.data, int(p.shape[0]), int(p.shape[1])};
+    return Linear{v.dtype, v.data, int(p.shape[0]), int(v.numel() / size_t(p.shape[0]))};  // conv1: [C, hd*K1]
   };
   auto to_f32 = [&](const WeightView& v) {
     std::vector<float> f(v.numel());
@@ -65,8 +79,8 @@ InferModel::InferModel(const ModelConfig& cfg, WeightStore store) : cfg_(cfg), s
     s.norm = vec(so.norm);
     if (so.attention) {
       const CcaOffsets& o = so.cca;
-      s.a = Attn{mat(o.wq), mat(o.wk), mat(o.wv1), mat(o.wv2), mat(o.wo), vec(o.conv0_w), vec(o.conv0_b),
-                 vec(o.conv1_w), vec(o.conv1_b), vec(o.temp)};
+      s.a = Attn{mat(o.wq), mat(o.wk), mat(o.wv1), mat(o.wv2), mat(o.wo), mat(o.conv1_w), vec(o.conv0_w), vec(o.conv0_b),
+                 vec(o.conv1_b), vec(o.temp)};
     } else {
       const RouterOffsets& r = so.moe.router;
       s.m.down = mat(r.down_w);
@@ -115,6 +129,7 @@ InferDecoder::InferDecoder(const InferModel& m, int batch, int max_len) : m_(m),
              " exceeds max_position_embeddings ", m.cfg().max_position_embeddings);
   reset();
   last_BV_.assign(size_t(batch) * m.cfg().vocab_size, 0.f);
+  last_.assign(size_t(batch) * m.cfg().hidden_size, 0.f);
 }
 
 void InferDecoder::reset() {
@@ -123,10 +138,59 @@ void InferDecoder::reset() {
   state_.len = 0;
 }
 
-void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta) {
+void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta, bool sync) {
   if (M <= 0) return;
-  l.apply(y, ldy, x, ldx, M, beta);
-  bytes_ += l.bytes();
+  if (!team_) {
+    l.apply(y, ldy, x, ldx, M, beta);
+    bytes_ += l.bytes();
+    return;
+  }
+  l.apply_team(y, ldy, x, ldx, M, beta);
+  if (omp_get_thread_num() == 0) bytes_ += l.bytes();
+  if (sync) {
+#pragma omp barrier
+  }
+}
+
+template <class F>
+void InferDecoder::serial(F&& f, const Upcoming& next) {
+  if (!team_) {
+    f();
+    return;
+  }
+  const int t = omp_get_thread_num();
+  const int64_t ticket = ++serial_entered_[size_t(t)];
+  if (t == 0) {
+    f();
+    serial_done_.store(ticket, std::memory_order_release);
+  } else {
+    prefetch(next, ticket);
+  }
+#pragma omp barrier
+}
+
+void InferDecoder::prefetch(const Upcoming& next, int64_t ticket) const {
+  // Threads 1..nt-1 split the first kPrefetchBytes of the upcoming weights in order, and
+  // stop as soon as thread 0 is done.
+  const int t = omp_get_thread_num(), helpers = omp_get_num_threads() - 1;
+  size_t budget = kPrefetchBytes;
+  for (int i = 0; i < next.n && budget; ++i) {
+    const size_t bytes = std::min(next.l[i]->bytes(), budget);
+    budget -= bytes;
+    const size_t lo = bytes * size_t(t - 1) / size_t(helpers), hi = bytes * size_t(t) / size_t(helpers);
+    const char* w = static_cast<const char*>(next.l[i]->w);
+    for (size_t off = lo; off < hi; off += 64) {
+      if ((off & 4095) == 0 && serial_done_.load(std::memory_order_acquire) >= ticket) return;
+      _mm_prefetch(w + off, _MM_HINT_T0);
+    }
+  }
+}
+
+InferDecoder::Upcoming InferDecoder::first_weights(int s) const {
+  if (s >= int(m_.sub.size())) return {&m_.embed};
+  const InferModel::Sublayer& L = m_.sub[size_t(s)];
+  if (L.attention) return {&L.a.q, &L.a.k, &L.a.v1, &L.a.v2};
+  return {&L.m.down, &L.m.mlp0, &L.m.mlp2, &L.m.mlp4};
 }
 
 void InferDecoder::reserve(int rows) {
@@ -135,6 +199,7 @@ void InferDecoder::reserve(int rows) {
   const size_t N = size_t(rows), D = c.hidden_size, C = c.conv_channels(), KD = size_t(c.num_kv_heads) * c.head_dim;
   const size_t QD = size_t(c.num_q_heads) * c.head_dim, R = c.router_hidden, NC = c.num_classes();
   const size_t S = N * c.topk, F = c.ffn_hidden_size, tall = N * C + size_t(batch_) * (c.conv_kernel1 - 1) * C;
+  ytap_.assign(N * C * c.conv_kernel1, 0.f);
   for (auto* v : {&res_, &x_, &h_, &xf_, &xs_}) v->assign(N * D, 0.f);
   rstd_.assign(N, 0.f);
   p_.assign(N * C, 0.f);
@@ -143,7 +208,6 @@ void InferDecoder::reserve(int rows) {
   v_.assign(N * KD, 0.f);
   y0_.assign(tall, 0.f);
   conv_.assign(tall, 0.f);
-  w1p_.assign(size_t(c.conv_kernel1) * C * c.head_dim, 0.f);
   norms_.assign(N * (c.num_q_heads + c.num_kv_heads), 0.f);
   attn_.assign(N * QD, 0.f);
   lse_.assign(N * c.num_q_heads, 0.f);
@@ -162,40 +226,102 @@ void InferDecoder::reserve(int rows) {
 void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
   const ModelConfig& c = m_.cfg();
   CcaCache<float>& cache = state_.cca[size_t(li)];
-  const int B = batch_, N = B * n, D = c.hidden_size, hd = c.head_dim, Hq = c.num_q_heads, Hk = c.num_kv_heads;
-  const int QD = Hq * hd, KD = Hk * hd, VH = KD / 2, C = c.conv_channels();
-  const CcaDims d{B, n, cache.len};
+  const int B = batch_, N = B * n, D = c.hidden_size, QD = c.num_q_heads * c.head_dim;
+  const int KD = c.num_kv_heads * c.head_dim, VH = KD / 2, C = c.conv_channels(), hd = c.head_dim;
   float* p = p_.data();
   float* v = v_.data();
   const float* x = x_.data();
   // 1. q0 | k0 packed along channels; 4. values: val_proj1(x_t) | val_proj2(x_{t-1}).
-  lin(a.q, p, C, x, D, N);
-  lin(a.k, p + QD, C, x, D, N);
-  lin(a.v1, v, KD, x, D, N);
+  lin(a.q, p, C, x, D, N, 0.f, false);
+  lin(a.k, p + QD, C, x, D, N, 0.f, false);
+  lin(a.v1, v, KD, x, D, N, 0.f, false);
   float* xs = xs_.data();  // x shifted by one step per row, the cache's x_prev first
-  for (int b = 0; b < B; ++b) {
-    std::memcpy(xs + size_t(b) * n * D, &cache.x_prev_BD[size_t(b) * D], sizeof(float) * D);
-    std::memcpy(xs + (size_t(b) * n + 1) * D, x + size_t(b) * n * D, sizeof(float) * size_t(n - 1) * D);
-  }
+  serial([&] {
+    for (int b = 0; b < B; ++b) {
+      std::memcpy(xs + size_t(b) * n * D, &cache.x_prev_BD[size_t(b) * D], sizeof(float) * D);
+      std::memcpy(xs + (size_t(b) * n + 1) * D, x + size_t(b) * n * D, sizeof(float) * size_t(n - 1) * D);
+    }
+  }, {&a.v2});
   lin(a.v2, v + VH, KD, xs, D, N);
-  // 2. causal convolution continuing the cached tail, 3. q-k mean, 5. L2 norm, 6. RoPE.
-  ConvShape cs{B, n, C, hd, c.conv_kernel0, c.conv_kernel1};
-  causal_conv_forward(conv_.data(), y0_.data(), w1p_.data(), p, cache.p_tail_BPC.data(), a.conv0_w, a.conv0_b,
-                      a.conv1_w, a.conv1_b, cs);
+  // 2. causal convolution continuing the cached tail: the depthwise taps, then the grouped
+  // hd x hd mix as one product per (batch row, group) over the stored conv1 weights, whose
+  // rows [hd * K1] interleave the taps: ytap_ holds the inputs in that order.
+  const int G = C / hd, K1 = c.conv_kernel1, Tr = n + K1 - 1, HK = hd * K1;
+  const ConvShape cs{B, n, C, hd, c.conv_kernel0, K1};
+  serial([&] {
+    causal_conv_depthwise(y0_.data(), p, cache.p_tail_BPC.data(), a.conv0_w, a.conv0_b, cs);
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < n; ++j)
+        for (int g = 0; g < G; ++g) {
+          float* yt = &ytap_[((size_t(b) * n + j) * G + g) * HK];
+          for (int k = 0; k < K1; ++k) {
+            const float* y0 = &y0_[(size_t(b) * Tr + j + k) * C + size_t(g) * hd];
+            for (int i = 0; i < hd; ++i) yt[i * K1 + k] = y0[i];
+          }
+        }
+  }, {&a.conv1, &a.o});
+  const size_t esz = a.conv1.dtype == WeightDType::BF16 ? 2 : 4;
+  split(B * G, [&](int bg) {
+    const int b = bg / G, g = bg % G;
+    const Linear w{a.conv1.dtype, static_cast<const char*>(a.conv1.w) + size_t(g) * hd * HK * esz, hd, HK};
+    w.apply(&conv_[size_t(b) * Tr * C + size_t(g) * hd], C, &ytap_[size_t(b) * n * G * HK + size_t(g) * HK], G * HK, n);
+  });
+  if (!team_ || omp_get_thread_num() == 0) bytes_ += a.conv1.bytes();
+  serial([&] { attention_core(a, cache, n); }, {&a.o});
+  // 7. attention over the cache: (batch row, head) pairs split over the team.
+  const AttnShape& as = attn_shape_;
+  if (team_ || n <= kDirectAttnRows)
+    split(B * as.Hq, [&](int bj) {
+      attention_forward_head(attn_.data(), lse_.data(), qk_.data(), cache.k_BSK.data(), cache.v_BSK.data(), as,
+                             bj / as.Hq, bj % as.Hq, &scratch_[size_t(omp_get_thread_num()) * as.Tk]);
+    });
+  else
+    attention_forward(attn_.data(), lse_.data(), qk_.data(), cache.k_BSK.data(), cache.v_BSK.data(), as,
+                      scratch_.data());
+  // 8. o_proj.
+  lin(a.o, h_.data(), D, attn_.data(), QD, N);
+}
+
+template <class F>
+void InferDecoder::split(int count, F&& f) {
+  if (!team_) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < count; ++i) f(i);
+    return;
+  }
+#pragma omp for schedule(static) nowait
+  for (int i = 0; i < count; ++i) f(i);
+#pragma omp barrier
+}
+
+// Between the products: the conv's bias, q-k mean, L2 norms, RoPE, the cache append.
+void InferDecoder::attention_core(const InferModel::Attn& a, CcaCache<float>& cache, int n) {
+  const ModelConfig& c = m_.cfg();
+  const int B = batch_, N = B * n, hd = c.head_dim, Hq = c.num_q_heads, Hk = c.num_kv_heads;
+  const int QD = Hq * hd, KD = Hk * hd, C = c.conv_channels(), Tr = n + c.conv_kernel1 - 1;
+  const CcaDims d{B, n, cache.len};
+  const float* p = p_.data();
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < Tr; ++j) {
+      float* o = &conv_[(size_t(b) * Tr + j) * C];
+      if (j >= n)
+        std::fill(o, o + C, 0.f);  // the tall layout's junk rows
+      else
+        for (int ch = 0; ch < C; ++ch) o[ch] += a.conv1_b[ch];
+    }
+  // 3. q-k mean, 5. L2 norm, 6. RoPE.
   cca_qk_mean(qkpre_.data(), conv_.data(), p, c, d);
   float* qk = qk_.data();
   l2norm_forward(qk, norms_.data(), qkpre_.data(), (const float*)nullptr, N, Hq, hd, C);
   l2norm_forward(qk + QD, norms_.data() + size_t(N) * Hq, qkpre_.data() + QD, a.temp, N, Hk, hd, C);
   rope_forward(qk, m_.rope, N, n, d.pos0, Hq, hd, C);
   rope_forward(qk + QD, m_.rope, N, n, d.pos0, Hk, hd, C);
-  // 7. attention over the cache, 8. o_proj.
-  cca_cache_append(cache, c, d, qk + QD, v, p, x);
-  AttnShape as{B, n, cache.len + n, cache.len, Hq, Hk, hd, C, KD, KD, QD, cache.capacity};
-  const size_t need = as.scratch_elems(omp_get_max_threads());
+  cca_cache_append(cache, c, d, qk + QD, v_.data(), p, x_.data());
+  attn_shape_ = AttnShape{B, n, cache.len + n, cache.len, Hq, Hk, hd, C, KD, KD, QD, cache.capacity};
+  const size_t need = std::max(attn_shape_.scratch_elems(omp_get_max_threads()),
+                               size_t(omp_get_max_threads()) * attn_shape_.Tk);
   if (scratch_.size() < need) scratch_.assign(need, 0.f);
-  attention_forward(attn_.data(), lse_.data(), qk, cache.k_BSK.data(), cache.v_BSK.data(), as, scratch_.data());
   cache.len += n;
-  lin(a.o, h_.data(), D, attn_.data(), QD, N);
 }
 
 void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, float* r) {
@@ -203,59 +329,67 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
   const int N = batch_ * n, D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
   const int E = c.num_experts, F = c.ffn_hidden_size, skip = c.use_mod ? E : -1;
   const float* x = x_.data();
+  float* prob = prob_.data();
   // Router (as moe_forward): down-projection + EDA, RMSNorm, 2 x (linear + GELU), softmax.
   lin(m.down, r, R, x, D, N);
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < R; ++j) {
-      float& v = r[size_t(i) * R + j];
-      v += m.down_b[j];
-      if (m.eda && r_prev) v += m.eda[j] * r_prev[size_t(i) * R + j];
-    }
-  rmsnorm_forward(zn_.data(), rstd_.data(), r, m.norm, N, R, c.router_norm_eps);
+  serial([&] {
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < R; ++j) {
+        float& v = r[size_t(i) * R + j];
+        v += m.down_b[j];
+        if (m.eda && r_prev) v += m.eda[j] * r_prev[size_t(i) * R + j];
+      }
+    rmsnorm_forward(zn_.data(), rstd_.data(), r, m.norm, N, R, c.router_norm_eps);
+  }, {&m.mlp0, &m.mlp2, &m.mlp4});
   lin(m.mlp0, h0_.data(), R, zn_.data(), R, N);
-  bias_gelu_forward(h0_.data(), pre_.data(), m.mlp0_b, N, R);
+  serial([&] { bias_gelu_forward(h0_.data(), pre_.data(), m.mlp0_b, N, R); }, {&m.mlp2, &m.mlp4});
   lin(m.mlp2, h2_.data(), R, h0_.data(), R, N);
-  bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R);
-  float* prob = prob_.data();
+  serial([&] { bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R); }, {&m.mlp4});
   lin(m.mlp4, prob, NC, h2_.data(), R, N);
-  softmax_forward(prob, prob, N, NC);
-  for (int i = 0; i < N; ++i)
-    route_token(prob + size_t(i) * NC, m.balancing_bias, NC, K, skip, &choice_[size_t(i) * K], &gate_[size_t(i) * K]);
   // Rows grouped by expert: each chosen expert's weights are read once for all its rows.
-  const size_t S = size_t(N) * K;
-  std::vector<int64_t> count(size_t(E), 0), start(size_t(E) + 1, 0);
-  for (size_t q = 0; q < S; ++q)
-    if (choice_[q] != skip) count[size_t(choice_[q])]++;
-  for (int e = 0; e < E; ++e) start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
-  std::vector<int64_t> next(start.begin(), start.end() - 1);
-  for (size_t q = 0; q < S; ++q) {
-    const int e = choice_[q];
-    slot_row_[q] = e == skip ? -1 : next[size_t(e)]++;
-    if (e != skip) std::memcpy(&xe_[size_t(slot_row_[q]) * D], x + (q / K) * D, sizeof(float) * D);
-  }
+  serial([&] {
+    softmax_forward(prob, prob, N, NC);
+    for (int i = 0; i < N; ++i)
+      route_token(prob + size_t(i) * NC, m.balancing_bias, NC, K, skip, &choice_[size_t(i) * K],
+                  &gate_[size_t(i) * K]);
+    const size_t S = size_t(N) * K;
+    expert_count_.assign(size_t(E), 0);
+    expert_start_.assign(size_t(E) + 1, 0);
+    for (size_t q = 0; q < S; ++q)
+      if (choice_[q] != skip) expert_count_[size_t(choice_[q])]++;
+    for (int e = 0; e < E; ++e) expert_start_[size_t(e) + 1] = expert_start_[size_t(e)] + expert_count_[size_t(e)];
+    std::vector<int64_t> next(expert_start_.begin(), expert_start_.end() - 1);
+    for (size_t q = 0; q < S; ++q) {
+      const int e = choice_[q];
+      slot_row_[q] = e == skip ? -1 : next[size_t(e)]++;
+      if (e != skip) std::memcpy(&xe_[size_t(slot_row_[q]) * D], x + (q / K) * D, sizeof(float) * D);
+    }
+  });
   for (int e = 0; e < E; ++e) {
-    const int cnt = int(count[size_t(e)]);
+    const int cnt = int(expert_count_[size_t(e)]);
     if (!cnt) continue;
-    const size_t row = size_t(start[size_t(e)]);
+    const size_t row = size_t(expert_start_[size_t(e)]);
     lin(m.fc1[size_t(e)], u_.data(), F, &xe_[row * D], D, cnt);
-    swiglu_forward(act_.data(), u_.data(), cnt, F);
+    serial([&] { swiglu_forward(act_.data(), u_.data(), cnt, F); }, {&m.fc2[size_t(e)]});
     lin(m.fc2[size_t(e)], &ye_[row * D], D, act_.data(), F / 2, cnt);
   }
   // Combine: sum over slots of gate * (expert output, or x for the skip class).
-  float* out = h_.data();
-  for (int i = 0; i < N; ++i) {
-    float* oi = out + size_t(i) * D;
-    std::fill(oi, oi + D, 0.f);
-    for (int kk = 0; kk < K; ++kk) {
-      const size_t q = size_t(i) * K + kk;
-      const float g = gate_[q];
-      const float* src = slot_row_[q] < 0 ? x + size_t(i) * D : &ye_[size_t(slot_row_[q]) * D];
-      for (int dd = 0; dd < D; ++dd) oi[dd] += g * src[dd];
+  serial([&] {
+    float* out = h_.data();
+    for (int i = 0; i < N; ++i) {
+      float* oi = out + size_t(i) * D;
+      std::fill(oi, oi + D, 0.f);
+      for (int kk = 0; kk < K; ++kk) {
+        const size_t q = size_t(i) * K + kk;
+        const float g = gate_[q];
+        const float* src = slot_row_[q] < 0 ? x + size_t(i) * D : &ye_[size_t(slot_row_[q]) * D];
+        for (int dd = 0; dd < D; ++dd) oi[dd] += g * src[dd];
+      }
     }
-  }
+  }, first_weights(sub_ + 1));
 }
 
-void InferDecoder::forward(const int32_t* tokens, int n) {
+void InferDecoder::forward(const int32_t* tokens, int n, bool head) {
   const ModelConfig& c = m_.cfg();
   ZAYA_CHECK(n > 0, "feed() needs at least one token");
   ZAYA_CHECK(state_.len + n <= max_len_, "decoder is full: ", state_.len, " + ", n, " tokens exceed ", max_len_);
@@ -275,11 +409,31 @@ void InferDecoder::forward(const int32_t* tokens, int n) {
       std::memcpy(&h_[size_t(i) * D], row, sizeof(float) * D);
   }
   bytes_ += uint64_t(N) * D * esz;
+  // Decode: one region for the whole token. Prefill: a region per product (compute-bound).
+  if (N <= kTeamRows && omp_get_max_threads() > 1) {
+    team_ = true;
+    serial_entered_.assign(size_t(omp_get_max_threads()), 0);
+    serial_done_ = 0;
+#pragma omp parallel
+    layers(n, head);
+    team_ = false;
+  } else {
+    layers(n, head);
+  }
+  state_.len += n;
+}
+
+void InferDecoder::layers(int n, bool head) {
+  const ModelConfig& c = m_.cfg();
+  const int N = batch_ * n, D = c.hidden_size;
   int moe_index = 0;
   for (int s = 0; s < c.num_sublayers(); ++s) {
     const InferModel::Sublayer& L = m_.sub[size_t(s)];
-    res_merge_forward(res_.data(), h_.data(), s ? res_.data() : nullptr, L.rs.hs, L.rs.hb, L.rs.rs, L.rs.rb, N, D);
-    rmsnorm_forward(x_.data(), rstd_.data(), res_.data(), L.norm, N, D, c.norm_eps);
+    sub_ = s;
+    serial([&] {
+      res_merge_forward(res_.data(), h_.data(), s ? res_.data() : nullptr, L.rs.hs, L.rs.hb, L.rs.rs, L.rs.rb, N, D);
+      rmsnorm_forward(x_.data(), rstd_.data(), res_.data(), L.norm, N, D, c.norm_eps);
+    }, first_weights(s));
     if (L.attention) {
       attention(L.a, s / 2, n);
     } else {
@@ -288,19 +442,19 @@ void InferDecoder::forward(const int32_t* tokens, int n) {
     }
   }
   const InferModel::ResScale& fr = m_.final_rs;
-  res_merge_forward(res_.data(), h_.data(), res_.data(), fr.hs, fr.hb, fr.rs, fr.rb, N, D);
-  rmsnorm_forward(xf_.data(), rstd_.data(), res_.data(), m_.final_norm, N, D, c.norm_eps);
-  state_.len += n;
+  serial([&] {
+    res_merge_forward(res_.data(), h_.data(), res_.data(), fr.hs, fr.hb, fr.rs, fr.rb, N, D);
+    rmsnorm_forward(xf_.data(), rstd_.data(), res_.data(), m_.final_norm, N, D, c.norm_eps);
+    if (head)  // the last position of each row
+      for (int b = 0; b < batch_; ++b)
+        std::memcpy(&last_[size_t(b) * D], &xf_[(size_t(b) * n + n - 1) * D], sizeof(float) * D);
+  }, head ? Upcoming{&m_.embed} : Upcoming{});
+  // LM head (the tied embedding).
+  if (head) lin(m_.embed, last_BV_.data(), c.vocab_size, last_.data(), D, batch_);
 }
 
 const float* InferDecoder::feed(const int32_t* tokens, int n) {
-  forward(tokens, n);
-  const int D = m_.cfg().hidden_size;
-  // LM head (tied embedding) for the last position of each row only.
-  std::vector<float> last(size_t(batch_) * D);
-  for (int b = 0; b < batch_; ++b)
-    std::memcpy(&last[size_t(b) * D], &xf_[(size_t(b) * n + n - 1) * D], sizeof(float) * D);
-  lin(m_.embed, last_BV_.data(), m_.cfg().vocab_size, last.data(), D, batch_);
+  forward(tokens, n, true);
   return last_BV_.data();
 }
 
@@ -312,7 +466,7 @@ std::vector<double> InferDecoder::logprobs(const int32_t* ids, int n, int chunk)
   std::vector<float> logits(size_t(rows) * V);
   for (int t0 = 0; t0 + 1 < n; t0 += chunk) {
     const int len = std::min(chunk, n - 1 - t0);  // positions whose next token is known
-    forward(ids + t0, len);
+    forward(ids + t0, len, false);
     for (int r0 = 0; r0 < len; r0 += rows) {
       const int m = std::min(rows, len - r0);
       lin(m_.embed, logits.data(), V, &xf_[size_t(r0) * D], D, m);

@@ -5,10 +5,13 @@
 // Only the experts a token is routed to are read; the rows of a batch share each weight
 // read (tokens routed to the same expert are one product).
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -21,6 +24,9 @@ struct Linear {
   int N = 0, K = 0;
   size_t bytes() const { return size_t(N) * K * (dtype == WeightDType::BF16 ? 2 : 4); }
   void apply(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
+  // Inside a running OpenMP region, called by every thread: each computes a share of the
+  // output rows (kernels/linear_bf16.h, linear_bf16_team). No barrier at the end.
+  void apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
 };
 
 // The weights of a model as views, plus fp32 copies of the small vectors (norms, biases,
@@ -35,8 +41,8 @@ class InferModel {
 
   struct ResScale { const float *hs = nullptr, *hb = nullptr, *rs = nullptr, *rb = nullptr; };
   struct Attn {
-    Linear q, k, v1, v2, o;
-    const float *conv0_w, *conv0_b, *conv1_w, *conv1_b, *temp;
+    Linear q, k, v1, v2, o, conv1;  // conv1 [C, hd, K1] as [C, hd*K1]
+    const float *conv0_w, *conv0_b, *conv1_b, *temp;
   };
   struct Moe {
     Linear down, mlp0, mlp2, mlp4;
@@ -78,22 +84,55 @@ class InferDecoder {
   uint64_t last_weight_bytes() const { return bytes_; }
 
  private:
-  void forward(const int32_t* tokens_BN, int n);  // leaves the final normed rows in xf_
+  // Leaves the final normed rows in xf_; with `head`, also the logits of each row's last
+  // position in last_BV_. At most kTeamRows rows (decode) run as one OpenMP region.
+  void forward(const int32_t* tokens_BN, int n, bool head);
+  void layers(int n, bool head);
   void attention(const InferModel::Attn& a, int li, int n);
+  void attention_core(const InferModel::Attn& a, CcaCache<float>& cache, int n);  // between the products
+  // f(i) for i < count, split over the team (or a parallel loop), then a barrier.
+  template <class F>
+  void split(int count, F&& f);
   void moe(const InferModel::Moe& m, int n, const float* r_prev, float* r);
   void reserve(int rows);
-  void lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f);
+  // A product; in team mode split over the team, then a barrier unless `sync` is false.
+  void lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f, bool sync = true);
+  // Weights the next products will read. While one thread does serial work the others
+  // prefetch them (the memory bus would idle otherwise; what does not fit in L2 goes to L3).
+  struct Upcoming {
+    const Linear* l[4] = {};
+    int n = 0;
+    Upcoming() = default;
+    Upcoming(std::initializer_list<const Linear*> ls) {
+      for (const Linear* x : ls)
+        if (x && n < 4) l[n++] = x;
+    }
+  };
+  // Work done by one thread (in team mode thread 0; the others prefetch `next`, then all
+  // meet at a barrier).
+  template <class F>
+  void serial(F&& f, const Upcoming& next = {});
+  void prefetch(const Upcoming& next, int64_t ticket) const;
+  Upcoming first_weights(int sublayer) const;  // what sub-layer `sublayer` reads first
+
+  static constexpr int kTeamRows = 32;
+  static constexpr size_t kPrefetchBytes = size_t(6) << 20;
+  bool team_ = false;
+  int sub_ = 0;  // the sub-layer being computed
+  std::atomic<int64_t> serial_done_{0};  // serial sections thread 0 has finished
+  std::vector<int64_t> serial_entered_;  // per thread: serial sections entered
 
   const InferModel& m_;
   int batch_, max_len_, cap_ = 0;
   DecodeState<float> state_;
   uint64_t bytes_ = 0;
   // Activations for up to cap_ rows.
-  std::vector<float> res_, x_, h_, rstd_, xf_, last_BV_;
-  std::vector<float> p_, v_, xs_, y0_, conv_, w1p_, qkpre_, qk_, norms_, attn_, lse_, scratch_;
+  std::vector<float> res_, x_, h_, rstd_, xf_, last_, last_BV_;
+  std::vector<float> p_, v_, xs_, y0_, ytap_, conv_, qkpre_, qk_, norms_, attn_, lse_, scratch_;
   std::vector<float> r_[2], zn_, h0_, pre_, h2_, prob_, gate_, xe_, ye_, u_, act_;
+  AttnShape attn_shape_{};
   std::vector<int32_t> choice_;
-  std::vector<int64_t> slot_row_;
+  std::vector<int64_t> slot_row_, expert_count_, expert_start_;
 };
 
 }  // namespace zaya
