@@ -135,6 +135,16 @@ int main(int argc, char** argv) {
       std::printf("decode batch 1: %.2f tokens/s (%.1f ms/token), %.3f GB weights/token, roofline %.1f ms -> "
                   "ratio %.2f\n",
                   a.steps / s, per_tok * 1e3, bytes / 1e9, ideal * 1e3, ideal / per_tok);
+      // The tied LM head alone (one [V, D] product, the largest read of a step), to split
+      // the step into head and layers.
+      const Linear& head = model.embed;
+      std::vector<float> xh(size_t(head.K), 0.01f), yh(size_t(head.N));
+      Timer th;
+      for (int r = 0; r < 3; ++r) head.apply(yh.data(), head.N, xh.data(), head.K, 1);
+      const double head_s = th.seconds() / 3;
+      std::printf("  of which LM head %.1f ms (%.1f GB/s), layers %.1f ms (%.1f GB/s)\n", head_s * 1e3,
+                  head.bytes() / head_s / 1e9, (per_tok - head_s) * 1e3,
+                  (bytes - double(head.bytes())) / (per_tok - head_s) / 1e9);
     }
     {  // batched decode: `batch` prompts of 32 tokens, then steps
       InferDecoder dec(model, a.batch, 32 + a.steps + 3);
