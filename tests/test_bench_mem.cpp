@@ -111,3 +111,15 @@ TEST(BenchMem, CachesAreReadFromTheMachine) {
     EXPECT_GT(c.l2, c.l1d);
   }
 }
+
+// The read-only rate counts whole aligned words only: an unaligned start and a range shorter
+// than a word are not read past, and nothing to read rates 0.
+TEST(BenchMem, ReadBandwidthOverUnalignedRanges) {
+  std::vector<uint64_t> buf(size_t(1) << 19, 1);  // 4 MB
+  const char* base = reinterpret_cast<const char*>(buf.data());
+  const double gbs = read_bandwidth_gbs({{base + 2, buf.size() * 8 - 2}, {base, 5}}, 2, 2);
+  EXPECT_GT(gbs, 0.1);
+  EXPECT_LT(gbs, 1e4);
+  EXPECT_EQ(read_bandwidth_gbs({{base + 1, 6}}, 1, 1), 0.0);
+  EXPECT_EQ(read_bandwidth_gbs({}, 1, 1), 0.0);
+}

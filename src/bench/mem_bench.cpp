@@ -140,6 +140,34 @@ StreamRun run_stream(int64_t n, int ntimes, int threads, bool corrupt) {
   return run;
 }
 
+double read_bandwidth_gbs(const std::vector<std::pair<const void*, size_t>>& ranges, int threads, int passes) {
+  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  double best = 0, bytes = 0;
+  // Whole aligned 8-byte words of each range (mapped tensors are only 2-byte aligned).
+  std::vector<std::pair<const uint64_t*, int64_t>> words;
+  for (auto& [ptr, n] : ranges) {
+    const uintptr_t a = (uintptr_t(ptr) + 7) & ~uintptr_t(7), skip = a - uintptr_t(ptr);
+    if (n <= skip) continue;
+    words.emplace_back(reinterpret_cast<const uint64_t*>(a), int64_t((n - skip) / 8));
+    bytes += double(words.back().second) * 8;
+  }
+  uint64_t sink = 0;
+  for (int pass = 0; pass <= passes; ++pass) {
+    const double t0 = omp_get_wtime();
+    for (auto& [w, count] : words) {
+      uint64_t sum = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sum) num_threads(nt)
+      for (int64_t i = 0; i < count; ++i) sum += w[i];
+      sink += sum;
+    }
+    const double dt = omp_get_wtime() - t0;
+    if (pass > 0) best = std::max(best, bytes / dt / 1e9);
+  }
+  volatile uint64_t keep = sink;  // the sums must not be optimised away
+  (void)keep;
+  return best;
+}
+
 std::vector<SweepPoint> stream_sweep(int64_t min_ws, int64_t max_ws, int threads, double min_time) {
   if (min_ws < 3 * 64 || max_ws < min_ws) fail("mem sweep: need 192 <= min working set <= max working set");
   if (threads > 0) omp_set_num_threads(threads);

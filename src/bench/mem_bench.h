@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zaya::bench {
@@ -34,6 +35,11 @@ bool stream_validate(const double* a, const double* b, const double* c, int64_t 
 // One STREAM run: n elements per array, ntimes passes (>= 2), threads (0: OpenMP default).
 // `corrupt` (debug/tests) damages one element of `a` before validation.
 StreamRun run_stream(int64_t n, int ntimes, int threads, bool corrupt = false);
+
+// Read-only bandwidth in GB/s (1e9 B/s) over `ranges` (e.g. memory-mapped weights): a pass
+// sums every 8-byte word, the threads splitting each range; best of `passes` after one
+// warm-up pass. What a weight-streaming kernel can hope for on these very pages.
+double read_bandwidth_gbs(const std::vector<std::pair<const void*, size_t>>& ranges, int threads, int passes);
 
 struct SweepPoint {
   int64_t array_bytes = 0, working_set = 0;

@@ -147,6 +147,8 @@ void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W,
   const int Kp = (K + 31) / 32 * 32;
   static thread_local std::vector<bf16> xb;
   round_rows(xb, x, ldx, M, K, Kp);
+  // Dynamic chunks: a thread slowed down (the other tenants of a VM, a page walk) does not
+  // hold the team at the barrier.
   const int blocks = (N + kRows - 1) / kRows, chunk = std::max(1, blocks / 16);
   const int chunks = (blocks + chunk - 1) / chunk;
   for (int mt = 0; mt < M; mt += kMTile) {
