@@ -63,6 +63,7 @@ TEST(Tokenizer, TrainLoadRoundTrip) {
   EXPECT_EQ(tok->eos_id(), 1);
   EXPECT_EQ(tok->bos_id(), 2);
   EXPECT_EQ(tok->unk_id(), 3);
+  EXPECT_EQ(tok->document_prefix(), (std::vector<int32_t>{1}));  // training puts an EOS between documents
   EXPECT_EQ(tok->id_to_piece(1), "<eos>");
   EXPECT_EQ(tok->piece_to_id("<bos>"), 2);
   EXPECT_EQ(tok->piece_to_id("no-such-piece-here"), -1);

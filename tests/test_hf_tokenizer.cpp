@@ -164,6 +164,7 @@ TEST(HfTokenizer, ConfigGivesBosEos) {
   EXPECT_EQ(t->eos_id(), 1);
   EXPECT_TRUE(t->adds_bos());
   EXPECT_EQ(t->encode_with_specials("a"), (std::vector<int32_t>{2, t->piece_to_id("a")}));
+  EXPECT_EQ(t->document_prefix(), (std::vector<int32_t>{2}));  // prompts start as HF documents do
   json cfg = {{"add_bos_token", false}, {"add_eos_token", true}, {"bos_token", "<bos>"},
               {"eos_token", {{"__type", "AddedToken"}, {"content", "<pad>"}}}, {"pad_token", "<pad>"}};
   auto c = make(base_json({"a"}, {}), cfg);
@@ -171,6 +172,7 @@ TEST(HfTokenizer, ConfigGivesBosEos) {
   EXPECT_EQ(c->pad_id(), 0);
   EXPECT_EQ(c->unk_id(), 3);
   EXPECT_EQ(c->encode_with_specials("a"), (std::vector<int32_t>{c->piece_to_id("a"), 0}));
+  EXPECT_TRUE(c->document_prefix().empty());  // add_bos_token false
 }
 
 // The production BPE (word cuts, cache, small-word scan, heap for long words) against a

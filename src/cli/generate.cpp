@@ -28,7 +28,7 @@ struct GenArgs {
   double temperature = 0.8, top_p = 0.95;
   int top_k = 50, max_tokens = 128;
   uint64_t seed = 1;
-  bool no_eos_prefix = false;
+  bool no_prefix = false;
   bool fp32 = false;  // HF bf16 weights: load an fp32 copy instead of using them in place
 };
 
@@ -84,11 +84,16 @@ void run(const GenArgs& a) {
   const int V = cfg.vocab_size;
   ZAYA_CHECK(tok->vocab_size() <= V, "tokenizer ", tok_path, " has ", tok->vocab_size(),
              " pieces but the model's vocabulary is ", V);
-  // Training documents start right after an EOS, so the prompt does too (unless asked not to).
+  // The prompt starts as the model's training documents did: after an EOS for models trained
+  // here, with the BOS a tokenizer.json asks for (unless --no-prefix).
   std::vector<int32_t> ids;
-  if (!a.no_eos_prefix && tok->eos_id() >= 0) ids.push_back(tok->eos_id());
+  if (!a.no_prefix) ids = tok->document_prefix();
+  const size_t first = ids.size();  // not shown
   for (int32_t t : tok->encode(a.prompt)) ids.push_back(t);
-  ZAYA_CHECK(!ids.empty(), "--prompt is empty and the tokenizer has no EOS to start from");
+  ZAYA_CHECK(!ids.empty(), "--prompt is empty and the tokenizer has no BOS/EOS to start from");
+  // Generation ends at the tokenizer's EOS or the model config's eos_token_id (Gemma3's
+  // tokenizer_config names <end_of_turn>, the base model ends documents with <eos>).
+  auto is_stop = [&](int id) { return id == tok->eos_id() || id == cfg.eos_token_id; };
   const int max_len = std::min<int>(int(ids.size()) + a.max_tokens, cfg.max_position_embeddings);
   ZAYA_CHECK(int(ids.size()) < max_len, "prompt of ", ids.size(), " tokens leaves no room under max_position_embeddings ",
              cfg.max_position_embeddings);
@@ -105,15 +110,16 @@ void run(const GenArgs& a) {
   std::vector<double> p;
   zaya::Timer timer;
   const float* logits = feed(ids.data(), int(ids.size()));
-  const size_t first = a.no_eos_prefix ? 0 : 1;
   std::vector<int32_t> shown(ids.begin() + long(first), ids.end());
   std::string printed = tok->decode(shown);
   std::printf("%s", printed.c_str());
   int generated = 0;
   while (generated < a.max_tokens) {
-    int next = sample(logits, V, a, rng, idx, p);
+    // Only ids the tokenizer has: a model's vocabulary is often padded past it (ZAYA1:
+    // 262,272 rows for Gemma3's pieces), and the padding rows' logits are not trained.
+    int next = sample(logits, tok->vocab_size(), a, rng, idx, p);
     ++generated;
-    if (next == tok->eos_id()) break;
+    if (is_stop(next)) break;
     shown.push_back(next);
     std::string text = tok->decode(shown);  // re-decode: pieces may merge across tokens
     if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
@@ -151,7 +157,8 @@ ZAYA_COMMAND("generate", "Sample text from a checkpoint (temperature, top-k, top
                    ->capture_default_str()
                    ->check(CLI::PositiveNumber);
                app.add_option("--tokenizer", a->tokenizer, "tokenizer.json or SentencePiece .model (default: the checkpoint's)");
-               app.add_flag("--no-eos-prefix", a->no_eos_prefix, "do not start the context with EOS");
+               app.add_flag("--no-prefix,--no-eos-prefix", a->no_prefix,
+                            "do not start the context with the document prefix (EOS, or a tokenizer.json's BOS)");
                app.add_flag("--fp32", a->fp32, "HF dir with bf16 weights: load an fp32 copy (default: use them in place)");
                app.callback([a] { run(*a); });
              });

@@ -59,7 +59,7 @@ void run(const Opts& o) {
     std::stringstream ss;
     ss << f.rdbuf();
     auto t = zaya::load_tokenizer(tok);
-    ids.push_back(t->eos_id());  // documents start after an EOS, as in training
+    ids = t->document_prefix();  // as the model's training documents start (tokenizer.h)
     for (int id : t->encode(ss.str())) ids.push_back(id);
     ids_path = o.text;
     if (ids.size() < 2) zaya::fail(o.text, ": no tokens to score");

@@ -407,6 +407,9 @@ std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& json_path) {
 
 int HfTokenizer::vocab_size() const { return int(impl_->pieces.size()); }
 int HfTokenizer::bos_id() const { return impl_->bos; }
+std::vector<int32_t> HfTokenizer::document_prefix() const {
+  return impl_->add_bos && impl_->bos >= 0 ? std::vector<int32_t>{impl_->bos} : std::vector<int32_t>{};
+}
 int HfTokenizer::eos_id() const { return impl_->eos; }
 int HfTokenizer::pad_id() const { return impl_->pad; }
 int HfTokenizer::unk_id() const { return impl_->unk; }

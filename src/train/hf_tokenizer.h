@@ -48,6 +48,7 @@ class HfTokenizer final : public Tokenizer {
   std::string kind() const override { return "tokenizer.json"; }
   std::string path() const override;
   bool adds_bos() const;
+  std::vector<int32_t> document_prefix() const override;  // {bos} when the config adds it
   bool adds_eos() const;
 
   struct Impl;

@@ -33,6 +33,11 @@ class Tokenizer {
   virtual int piece_to_id(std::string_view piece) const = 0;  // -1 when the piece is unknown
   virtual std::string kind() const = 0;                      // "sentencepiece", ...
   virtual std::string path() const = 0;                      // the file it was loaded from
+  // The ids a document starts with, before its text. Models trained here see an EOS between
+  // documents; a tokenizer.json model starts with the BOS its config adds (add_bos_token).
+  virtual std::vector<int32_t> document_prefix() const {
+    return eos_id() >= 0 ? std::vector<int32_t>{eos_id()} : std::vector<int32_t>{};
+  }
 };
 
 struct SentencePieceTrainOptions {
