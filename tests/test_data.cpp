@@ -473,6 +473,39 @@ TEST(Prepare, EndToEndOnTheSample) {
   EXPECT_NE(e.find("nope.txt"), std::string::npos) << e;
 }
 
+// A tokenizer.json goes into the data directory under its own name with its config, replaces
+// a SentencePiece model left there by an earlier run (and the other way round), and is what
+// a run and its checkpoints pick up.
+TEST(Prepare, TokenizerJsonKeepsItsName) {
+  TempDir dir("prepare_json");
+  fs::create_directories(dir / "src");
+  test_util::write_byte_tokenizer(dir / "src");
+  PrepareOptions o;
+  o.inputs = {kSample};
+  o.out_dir = dir / "out";
+  o.tokenizer = sample_model();
+  o.max_tokens = 800;
+  o.progress_seconds = 0;
+  prepare_corpus(o);
+  EXPECT_EQ(find_model_tokenizer(o.out_dir), dir / "out/tokenizer.model");
+  o.tokenizer = dir / "src/tokenizer.json";
+  PrepareResult r = prepare_corpus(o);
+  EXPECT_EQ(r.tokenizer_path, dir / "out/tokenizer.json");
+  EXPECT_EQ(r.vocab_size, 260);
+  EXPECT_FALSE(fs::exists(dir / "out/tokenizer.model"));
+  EXPECT_EQ(read_text(dir / "out/tokenizer_config.json"), read_text(dir / "src/tokenizer_config.json"));
+  EXPECT_EQ(find_model_tokenizer(o.out_dir), dir / "out/tokenizer.json");
+  nlohmann::json meta = nlohmann::json::parse(read_text(r.meta_path));
+  EXPECT_EQ(meta["tokenizer"]["file"], "tokenizer.json");
+  EXPECT_EQ(meta["tokenizer"]["kind"], "tokenizer.json");
+  EXPECT_EQ(tokenizer_files(r.tokenizer_path).size(), 2u);  // travels with its config
+  o.tokenizer = sample_model();
+  prepare_corpus(o);
+  EXPECT_FALSE(fs::exists(dir / "out/tokenizer.json"));
+  EXPECT_FALSE(fs::exists(dir / "out/tokenizer_config.json"));
+  EXPECT_EQ(find_model_tokenizer(o.out_dir), dir / "out/tokenizer.model");
+}
+
 TEST(Prepare, CommandLine) {
   TempDir dir("cli");
   std::string cmd = std::string(ZAYA_BIN) + " prepare --input " + kSample + " --out " + (dir / "o") +

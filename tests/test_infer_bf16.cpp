@@ -23,6 +23,7 @@
 #include "kernels/linear_bf16.h"
 #include "model/decode.h"
 #include "model/infer.h"
+#include "test_util.h"
 
 using namespace zaya;
 namespace fs = std::filesystem;
@@ -353,30 +354,7 @@ TEST(InferBf16, GenerateCliOnHfDirectory) {
   const std::string missing = run("--prompt hi", &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(missing.find("no tokenizer.json or tokenizer.model"), std::string::npos) << missing;
-  // A byte-level tokenizer.json: <pad> <eos> <bos> <unk>, then <0x00>..<0xFF>.
-  nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
-  const char* specials[4] = {"<pad>", "<eos>", "<bos>", "<unk>"};
-  for (int i = 0; i < 4; ++i) {
-    vocab[specials[i]] = i;
-    added.push_back({{"id", i}, {"content", specials[i]}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
-  }
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", b);
-    vocab[name] = 4 + b;
-  }
-  nlohmann::json tj = {{"version", "1.0"},
-                       {"added_tokens", added},
-                       {"normalizer", nullptr},
-                       {"pre_tokenizer", nullptr},
-                       {"post_processor", nullptr},
-                       {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
-                       {"model",
-                        {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true},
-                         {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
-  std::ofstream(dir + "/tokenizer.json") << tj.dump();
-  std::ofstream(dir + "/tokenizer_config.json") << R"({"add_bos_token": true, "bos_token": "<bos>", "eos_token": "<eos>"})";
+  test_util::write_byte_tokenizer(dir);
   const std::string greedy = run("--prompt hello --temperature 0 --max-tokens 6");
   EXPECT_EQ(greedy.rfind("hello", 0), 0u) << greedy;  // the prompt is echoed first
   EXPECT_NE(greedy.find(" tokens in "), std::string::npos) << greedy;

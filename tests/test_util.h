@@ -2,8 +2,12 @@
 #pragma once
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -35,6 +39,36 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+// Writes a byte-level tokenizer.json (<pad> <eos> <bos> <unk>, then <0x00>..<0xFF>: 260
+// pieces, no merges) and its tokenizer_config.json (adds <bos>, eos <eos>) into dir.
+inline void write_byte_tokenizer(const std::string& dir) {
+  nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
+  const char* specials[4] = {"<pad>", "<eos>", "<bos>", "<unk>"};
+  for (int i = 0; i < 4; ++i) {
+    vocab[specials[i]] = i;
+    added.push_back({{"id", i}, {"content", specials[i]}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+  }
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 4 + b;
+  }
+  const nlohmann::json decoders = {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
+  nlohmann::json tj = {{"version", "1.0"},
+                       {"added_tokens", added},
+                       {"normalizer", nullptr},
+                       {"pre_tokenizer", nullptr},
+                       {"post_processor", nullptr},
+                       {"decoder", {{"type", "Sequence"}, {"decoders", decoders}}},
+                       {"model",
+                        {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true},
+                         {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  std::ofstream(dir + "/tokenizer.json") << tj.dump();
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"add_bos_token": true, "bos_token": "<bos>", "eos_token": "<eos>"})";
 }
 
 }  // namespace zaya::test_util

@@ -18,6 +18,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "ckpt/tokenizer_files.h"
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -321,11 +322,13 @@ ConvertSummary export_hf(const std::string& ckpt_path, const std::string& out, c
                      .dump(2) + "\n");
   const std::string tok = checkpoint_tokenizer(ck);
   if (!tok.empty()) {
-    std::ifstream in(tok, std::ios::binary);
-    std::ostringstream os;
-    os << in.rdbuf();
-    ZAYA_CHECK(in, tok, ": cannot read the tokenizer");
-    write_text(stage.tmp() / "tokenizer.model", os.str());
+    for (const auto& [src, name] : tokenizer_files(tok)) {
+      std::ifstream in(src, std::ios::binary);
+      std::ostringstream os;
+      os << in.rdbuf();
+      ZAYA_CHECK(in, src, ": cannot read the tokenizer");
+      write_text(stage.tmp() / name, os.str());
+    }
     sum.tokenizer = true;
   }
   stage.commit(stage.tmp());
@@ -407,15 +410,19 @@ ConvertSummary import_hf(const std::string& hfdir, const std::string& out, bool 
     };
     for (const ParamInfo& p : L.params.params) add("params-r00000.safetensors", "param/", p, hf.find(p.name));
     for (const ParamInfo& p : L.buffers.params) add("buffers.safetensors", "buffer/", p, hf.find(p.name));
-    const fs::path tok = fs::path(hfdir) / "tokenizer.model";
-    const bool has_tok = fs::exists(tok);
-    if (has_tok) w.copy_file(tok.string(), "tokenizer.model");
+    const std::string tok = find_model_tokenizer(hfdir);  // tokenizer.json, else tokenizer.model
+    std::string tok_name;                                  // its name in the checkpoint
+    if (!tok.empty())
+      for (const auto& [src, name] : tokenizer_files(tok)) {
+        w.copy_file(src, name);
+        if (tok_name.empty()) tok_name = name;
+      }
     json header = {
         {"tokens", 0},
         {"time", long(std::time(nullptr))},
         {"layout", {{"world", 1}, {"dp", 1}, {"ep", 1}, {"cp", 1}, {"zero1", false}}},
         {"model_config", {{"toml", cfg.to_toml()}, {"hf", cfg.to_hf_json()}}},
-        {"tokenizer", has_tok ? "tokenizer.model" : ""},
+        {"tokenizer", tok_name},
         // Weights only: no optimizer, balancer or loader state, so `zaya train --resume`
         // refuses it and `--init-from` starts those fresh.
         {"state", {{"imported_from", {{"hf_dir", fs::absolute(hfdir).lexically_normal().string()}}}}}};

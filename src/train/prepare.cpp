@@ -167,13 +167,28 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
   ZAYA_CHECK(fs::is_directory(opt.out_dir), opt.out_dir, ": cannot create output directory: ", ec.message());
 
   PrepareResult res;
-  res.tokenizer_path = (fs::path(opt.out_dir) / "tokenizer.model").string();
+  const fs::path out(opt.out_dir);
+  // The tokenizer goes in under the name of its kind (tokenizer.model, or tokenizer.json with
+  // its tokenizer_config.json); a previous run's tokenizer of the other kind is removed so
+  // that readers (find_model_tokenizer) cannot pick the stale one.
+  auto replace_other_kind = [&](bool json) {
+    for (const char* name : json ? std::vector<const char*>{"tokenizer.model"}
+                                 : std::vector<const char*>{"tokenizer.json", "tokenizer_config.json"})
+      fs::remove(out / name);
+  };
   if (!opt.tokenizer.empty()) {
     load_tokenizer(opt.tokenizer);  // validates the given file; errors name it
-    if (!fs::exists(res.tokenizer_path) || !fs::equivalent(opt.tokenizer, res.tokenizer_path))
-      write_file_atomically(res.tokenizer_path, read_file_bytes(opt.tokenizer));
+    const auto files = tokenizer_files(opt.tokenizer);
+    for (const auto& [src, name] : files) {
+      const fs::path dst = out / name;
+      if (!fs::exists(dst) || !fs::equivalent(src, dst)) write_file_atomically(dst.string(), read_file_bytes(src));
+    }
+    res.tokenizer_path = (out / files[0].second).string();
+    replace_other_kind(files[0].second == "tokenizer.json");
   } else {
+    res.tokenizer_path = (out / "tokenizer.model").string();
     train_sentencepiece(opt.inputs, res.tokenizer_path, opt.train);
+    replace_other_kind(false);
   }
   std::unique_ptr<Tokenizer> tok = load_tokenizer(res.tokenizer_path);
   res.vocab_size = tok->vocab_size();
@@ -282,7 +297,7 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
       {"token_dtype", "uint32"},
       {"tokenizer",
        {{"kind", tok->kind()},
-        {"file", "tokenizer.model"},
+        {"file", fs::path(res.tokenizer_path).filename().string()},
         {"trained", opt.tokenizer.empty()},
         {"source", opt.tokenizer.empty() ? std::string() : opt.tokenizer},
         {"vocab_size", res.vocab_size},

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include "ckpt/tokenizer_files.h"
 #include "core/error.h"
 
 namespace zaya {
@@ -310,7 +311,9 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   if (c.tokenizer.empty()) {
     // Default: the tokenizer `zaya prepare` wrote next to the first source's shards.
     const RunSource& s0 = c.sources[0];
-    c.tokenizer = (s0.dir.empty() ? fs::path(s0.train[0]).parent_path() : fs::path(s0.dir)) / "tokenizer.model";
+    const fs::path dir = s0.dir.empty() ? fs::path(s0.train[0]).parent_path() : fs::path(s0.dir);
+    c.tokenizer = find_model_tokenizer(dir.string());  // tokenizer.json, else tokenizer.model
+    if (c.tokenizer.empty()) c.tokenizer = (dir / "tokenizer.model").string();
   }
   return c;
 }

@@ -69,22 +69,8 @@ int SentencePieceTokenizer::piece_to_id(std::string_view piece) const {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   ZAYA_CHECK(std::filesystem::is_regular_file(path), path, ": tokenizer file not found");
-  // A serialized SentencePiece model is a protobuf (first byte 0x0a); tokenizer.json is a
-  // JSON object. Sniffing the content keeps a tokenizer.json copied under another name usable.
-  std::ifstream f(path, std::ios::binary);
-  char c = 0;
-  while (f.get(c) && (c == ' ' || c == '\t' || c == '\n' || c == '\r')) {
-  }
-  if (f && c == '{') return HfTokenizer::load(path);
+  if (is_tokenizer_json(path)) return HfTokenizer::load(path);
   return SentencePieceTokenizer::load(path);
-}
-
-std::string find_model_tokenizer(const std::string& dir) {
-  for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
-    const std::filesystem::path p = std::filesystem::path(dir) / name;
-    if (std::filesystem::is_regular_file(p)) return p.string();
-  }
-  return "";
 }
 
 // ---------------------------------------------------------------- training

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ckpt/tokenizer_files.h"
+
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
@@ -84,8 +86,6 @@ void train_sentencepiece(const std::vector<std::string>& input_files, const std:
 // JSON object, whatever the file's name; see hf_tokenizer.h) or a SentencePiece .model.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
-// A model directory's own tokenizer: tokenizer.json if present, else tokenizer.model;
-// empty when it has neither.
-std::string find_model_tokenizer(const std::string& dir);
+// Finding a model directory's tokenizer and the files to copy with it: ckpt/tokenizer_files.h.
 
 }  // namespace zaya

@@ -24,6 +24,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "ckpt/tokenizer_files.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -115,14 +116,19 @@ void Trainer::begin_save(bool async) {
       add(kBuffersFile, "balancer.m/" + p.name, p.shape, 0, p.numel, balancer_->m().data() + p.offset);
       add(kBuffersFile, "balancer.v/" + p.name, p.shape, 0, p.numel, balancer_->v().data() + p.offset);
     }
-    if (fs::exists(cfg_.tokenizer)) w.copy_file(cfg_.tokenizer, "tokenizer.model");
+    std::string tokenizer;  // its name in the checkpoint
+    if (fs::exists(cfg_.tokenizer))
+      for (const auto& [src, name] : tokenizer_files(cfg_.tokenizer)) {
+        w.copy_file(src, name);
+        if (tokenizer.empty()) tokenizer = name;
+      }
     ps->header = {
         {"tokens", tokens_},
         {"time", long(std::time(nullptr))},
         {"layout", {{"world", groups_.world.size()}, {"dp", L.dp}, {"ep", L.ep}, {"cp", L.cp}, {"zero1", cfg_.zero1}}},
         {"model_config", {{"toml", cfg_.model.to_toml()}, {"hf", cfg_.model.to_hf_json()}}},
         {"run_config", {{"path", cfg_.path}, {"text", cfg_.text}}},
-        {"tokenizer", fs::exists(cfg_.tokenizer) ? "tokenizer.model" : ""},
+        {"tokenizer", tokenizer},
         {"state",
          {{"trainer",
            {{"step", step_}, {"tokens", tokens_}, {"phase", phase_},
