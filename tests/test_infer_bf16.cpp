@@ -129,8 +129,9 @@ TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
 }
 
 TEST(InferBf16, PortableAndNativeKernelsAgree) {
+  for (int M : {1, 3, 5})  // up to 4 rows: the decode kernel; 5: the block kernel
   for (int K : {24, 32, 70, 256}) {
-    const int M = 5, N = 9;
+    const int N = 9;
     std::vector<float> x(size_t(M) * K), wf(size_t(N) * K);
     std::vector<bf16> w(wf.size());
     Philox r(K, 2);
@@ -145,7 +146,7 @@ TEST(InferBf16, PortableAndNativeKernelsAgree) {
       for (int j = 0; j < N; ++j) {
         double ref = 0;  // x rounded to bf16, exact products
         for (int k = 0; k < K; ++k) ref += double(from_bf16(to_bf16(x[size_t(i) * K + k]))) * wf[size_t(j) * K + k];
-        EXPECT_NEAR(y[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << linear_bf16_kernel() << " K " << K;
+        EXPECT_NEAR(y[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << linear_bf16_kernel() << " M " << M << " K " << K;
         EXPECT_NEAR(yp[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << "portable K " << K;
       }
   }

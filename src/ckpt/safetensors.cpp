@@ -303,6 +303,10 @@ bool SafetensorsFile::populate() const {
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
+  // Pages read in from disk now come in 2 MB folios, each mapped by one TLB entry: weights
+  // streamed once per token otherwise cost a page walk per 4 KB row. (Pages already in the
+  // page cache keep the folios they have; advice errors are harmless.)
+  madvise(map_, size_, MADV_HUGEPAGE);
   if (madvise(map_, size_, MADV_POPULATE_READ) == 0) return true;
   const long page = sysconf(_SC_PAGESIZE);
   volatile uint8_t sink = 0;

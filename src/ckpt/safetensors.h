@@ -39,7 +39,8 @@ class SafetensorsFile {
   const uint8_t* data(const TensorEntry& e) const { return data_ + e.begin; }
   size_t file_size() const { return size_; }
   // Maps every page of the file now (MADV_POPULATE_READ, or a touch per page on kernels
-  // without it), so later reads take no page faults. Returns false if it could not.
+  // without it), so later reads take no page faults, asking for huge pages first
+  // (MADV_HUGEPAGE). Returns false if it could not.
   bool populate() const;
   // Reads a tensor as float/double, converting from F64/F32/F16/BF16, after checking its
   // shape equals `expect_shape` (when non-empty).
