@@ -1,6 +1,5 @@
 #include "model/infer.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -153,44 +152,13 @@ void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int l
 }
 
 template <class F>
-void InferDecoder::serial(F&& f, const Upcoming& next) {
+void InferDecoder::serial(F&& f) {
   if (!team_) {
     f();
     return;
   }
-  const int t = omp_get_thread_num();
-  const int64_t ticket = ++serial_entered_[size_t(t)];
-  if (t == 0) {
-    f();
-    serial_done_.store(ticket, std::memory_order_release);
-  } else {
-    prefetch(next, ticket);
-  }
-#pragma omp barrier
-}
-
-void InferDecoder::prefetch(const Upcoming& next, int64_t ticket) const {
-  // Threads 1..nt-1 split the first kPrefetchBytes of the upcoming weights in order, and
-  // stop as soon as thread 0 is done.
-  const int t = omp_get_thread_num(), helpers = omp_get_num_threads() - 1;
-  size_t budget = kPrefetchBytes;
-  for (int i = 0; i < next.n && budget; ++i) {
-    const size_t bytes = std::min(next.l[i]->bytes(), budget);
-    budget -= bytes;
-    const size_t lo = bytes * size_t(t - 1) / size_t(helpers), hi = bytes * size_t(t) / size_t(helpers);
-    const char* w = static_cast<const char*>(next.l[i]->w);
-    for (size_t off = lo; off < hi; off += 64) {
-      if ((off & 4095) == 0 && serial_done_.load(std::memory_order_acquire) >= ticket) return;
-      _mm_prefetch(w + off, _MM_HINT_T0);
-    }
-  }
-}
-
-InferDecoder::Upcoming InferDecoder::first_weights(int s) const {
-  if (s >= int(m_.sub.size())) return {&m_.embed};
-  const InferModel::Sublayer& L = m_.sub[size_t(s)];
-  if (L.attention) return {&L.a.q, &L.a.k, &L.a.v1, &L.a.v2};
-  return {&L.m.down, &L.m.mlp0, &L.m.mlp2, &L.m.mlp4};
+#pragma omp single
+  f();
 }
 
 void InferDecoder::reserve(int rows) {
@@ -241,7 +209,7 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
       std::memcpy(xs + size_t(b) * n * D, &cache.x_prev_BD[size_t(b) * D], sizeof(float) * D);
       std::memcpy(xs + (size_t(b) * n + 1) * D, x + size_t(b) * n * D, sizeof(float) * size_t(n - 1) * D);
     }
-  }, {&a.v2});
+  });
   lin(a.v2, v + VH, KD, xs, D, N);
   // 2. causal convolution continuing the cached tail: the depthwise taps, then the grouped
   // hd x hd mix as one product per (batch row, group) over the stored conv1 weights, whose
@@ -259,7 +227,7 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
             for (int i = 0; i < hd; ++i) yt[i * K1 + k] = y0[i];
           }
         }
-  }, {&a.conv1, &a.o});
+  });
   const size_t esz = a.conv1.dtype == WeightDType::BF16 ? 2 : 4;
   split(B * G, [&](int bg) {
     const int b = bg / G, g = bg % G;
@@ -267,7 +235,7 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
     w.apply(&conv_[size_t(b) * Tr * C + size_t(g) * hd], C, &ytap_[size_t(b) * n * G * HK + size_t(g) * HK], G * HK, n);
   });
   if (!team_ || omp_get_thread_num() == 0) bytes_ += a.conv1.bytes();
-  serial([&] { attention_core(a, cache, n); }, {&a.o});
+  serial([&] { attention_core(a, cache, n); });
   // 7. attention over the cache: (batch row, head) pairs split over the team.
   const AttnShape& as = attn_shape_;
   if (team_ || n <= kDirectAttnRows)
@@ -340,11 +308,11 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
         if (m.eda && r_prev) v += m.eda[j] * r_prev[size_t(i) * R + j];
       }
     rmsnorm_forward(zn_.data(), rstd_.data(), r, m.norm, N, R, c.router_norm_eps);
-  }, {&m.mlp0, &m.mlp2, &m.mlp4});
+  });
   lin(m.mlp0, h0_.data(), R, zn_.data(), R, N);
-  serial([&] { bias_gelu_forward(h0_.data(), pre_.data(), m.mlp0_b, N, R); }, {&m.mlp2, &m.mlp4});
+  serial([&] { bias_gelu_forward(h0_.data(), pre_.data(), m.mlp0_b, N, R); });
   lin(m.mlp2, h2_.data(), R, h0_.data(), R, N);
-  serial([&] { bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R); }, {&m.mlp4});
+  serial([&] { bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R); });
   lin(m.mlp4, prob, NC, h2_.data(), R, N);
   // Rows grouped by expert: each chosen expert's weights are read once for all its rows.
   serial([&] {
@@ -370,7 +338,7 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
     if (!cnt) continue;
     const size_t row = size_t(expert_start_[size_t(e)]);
     lin(m.fc1[size_t(e)], u_.data(), F, &xe_[row * D], D, cnt);
-    serial([&] { swiglu_forward(act_.data(), u_.data(), cnt, F); }, {&m.fc2[size_t(e)]});
+    serial([&] { swiglu_forward(act_.data(), u_.data(), cnt, F); });
     lin(m.fc2[size_t(e)], &ye_[row * D], D, act_.data(), F / 2, cnt);
   }
   // Combine: sum over slots of gate * (expert output, or x for the skip class).
@@ -386,7 +354,7 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
         for (int dd = 0; dd < D; ++dd) oi[dd] += g * src[dd];
       }
     }
-  }, first_weights(sub_ + 1));
+  });
 }
 
 void InferDecoder::forward(const int32_t* tokens, int n, bool head) {
@@ -412,8 +380,6 @@ void InferDecoder::forward(const int32_t* tokens, int n, bool head) {
   // Decode: one region for the whole token. Prefill: a region per product (compute-bound).
   if (N <= kTeamRows && omp_get_max_threads() > 1) {
     team_ = true;
-    serial_entered_.assign(size_t(omp_get_max_threads()), 0);
-    serial_done_ = 0;
 #pragma omp parallel
     layers(n, head);
     team_ = false;
@@ -429,11 +395,10 @@ void InferDecoder::layers(int n, bool head) {
   int moe_index = 0;
   for (int s = 0; s < c.num_sublayers(); ++s) {
     const InferModel::Sublayer& L = m_.sub[size_t(s)];
-    sub_ = s;
     serial([&] {
       res_merge_forward(res_.data(), h_.data(), s ? res_.data() : nullptr, L.rs.hs, L.rs.hb, L.rs.rs, L.rs.rb, N, D);
       rmsnorm_forward(x_.data(), rstd_.data(), res_.data(), L.norm, N, D, c.norm_eps);
-    }, first_weights(s));
+    });
     if (L.attention) {
       attention(L.a, s / 2, n);
     } else {
@@ -448,7 +413,7 @@ void InferDecoder::layers(int n, bool head) {
     if (head)  // the last position of each row
       for (int b = 0; b < batch_; ++b)
         std::memcpy(&last_[size_t(b) * D], &xf_[(size_t(b) * n + n - 1) * D], sizeof(float) * D);
-  }, head ? Upcoming{&m_.embed} : Upcoming{});
+  });
   // LM head (the tied embedding).
   if (head) lin(m_.embed, last_BV_.data(), c.vocab_size, last_.data(), D, batch_);
 }

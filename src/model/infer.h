@@ -5,9 +5,7 @@
 // Only the experts a token is routed to are read; the rows of a batch share each weight
 // read (tokens routed to the same expert are one product).
 #pragma once
-#include <atomic>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -97,30 +95,13 @@ class InferDecoder {
   void reserve(int rows);
   // A product; in team mode split over the team, then a barrier unless `sync` is false.
   void lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f, bool sync = true);
-  // Weights the next products will read. While one thread does serial work the others
-  // prefetch them (the memory bus would idle otherwise; what does not fit in L2 goes to L3).
-  struct Upcoming {
-    const Linear* l[4] = {};
-    int n = 0;
-    Upcoming() = default;
-    Upcoming(std::initializer_list<const Linear*> ls) {
-      for (const Linear* x : ls)
-        if (x && n < 4) l[n++] = x;
-    }
-  };
-  // Work done by one thread (in team mode thread 0; the others prefetch `next`, then all
-  // meet at a barrier).
+  // Work done by one thread (in team mode: one thread of the team while the others wait
+  // at the barrier that ends it).
   template <class F>
-  void serial(F&& f, const Upcoming& next = {});
-  void prefetch(const Upcoming& next, int64_t ticket) const;
-  Upcoming first_weights(int sublayer) const;  // what sub-layer `sublayer` reads first
+  void serial(F&& f);
 
   static constexpr int kTeamRows = 32;
-  static constexpr size_t kPrefetchBytes = size_t(6) << 20;
   bool team_ = false;
-  int sub_ = 0;  // the sub-layer being computed
-  std::atomic<int64_t> serial_done_{0};  // serial sections thread 0 has finished
-  std::vector<int64_t> serial_entered_;  // per thread: serial sections entered
 
   const InferModel& m_;
   int batch_, max_len_, cap_ = 0;
