@@ -110,6 +110,7 @@ void run(const GenArgs& a) {
   std::vector<double> p;
   zaya::Timer timer;
   const float* logits = feed(ids.data(), int(ids.size()));
+  const double prompt_s = timer.seconds();
   std::vector<int32_t> shown(ids.begin() + long(first), ids.end());
   std::string printed = tok->decode(shown);
   std::printf("%s", printed.c_str());
@@ -131,8 +132,12 @@ void run(const GenArgs& a) {
     logits = feed(&t, 1);
   }
   std::printf("\n");
-  std::fprintf(stderr, "[%d tokens in %.2f s, %.1f tokens/s]\n", generated, timer.seconds(),
-               generated / std::max(timer.seconds(), 1e-9));
+  // As llama.cpp reports it: the prompt's prefill, then the generated tokens (one step each
+  // after the first, which the prefill's logits give).
+  const double gen_s = timer.seconds() - prompt_s;
+  std::fprintf(stderr, "[prompt %zu tokens in %.2f s (%.1f tokens/s); generated %d tokens in %.2f s (%.1f tokens/s)]\n",
+               ids.size(), prompt_s, double(ids.size()) / std::max(prompt_s, 1e-9), generated, gen_s,
+               generated / std::max(gen_s, 1e-9));
 }
 
 }  // namespace
