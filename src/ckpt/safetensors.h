@@ -40,8 +40,10 @@ class SafetensorsFile {
   size_t file_size() const { return size_; }
   // Maps every page of the file now (MADV_POPULATE_READ, or a touch per page on kernels
   // without it), so later reads take no page faults, asking for huge pages first
-  // (MADV_HUGEPAGE). Returns false if it could not.
-  bool populate() const;
+  // (MADV_HUGEPAGE). A file of 64 MB or more that the page cache already holds mostly in
+  // 4 KB pages is dropped from it and read again at the same address (views stay valid);
+  // `always_reread` forces that (tests). Returns false if it could not.
+  bool populate(bool always_reread = false) const;
   // Reads a tensor as float/double, converting from F64/F32/F16/BF16, after checking its
   // shape equals `expect_shape` (when non-empty).
   void read(const std::string& name, float* dst, const std::vector<int64_t>& expect_shape = {}) const;
