@@ -368,7 +368,10 @@ CommResult run_comm(const CommOptions& o, std::FILE* out) {
   }
   int open_ok = open_error.empty();
   MPI_Bcast(&open_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!open_ok) fail(lead ? open_error : std::string("rank 0 could not open --csv '") + o.csv + "'");
+  // Both messages name --csv: mpirun may stop the other ranks before they print theirs.
+  if (!open_ok)
+    fail(lead ? "could not open --csv '" + o.csv + "': " + open_error
+              : std::string("rank 0 could not open --csv '") + o.csv + "'");
 
   for (CommOp op : o.ops) {
     for (DType dt : o.dtypes) {
