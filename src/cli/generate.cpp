@@ -132,6 +132,7 @@ void run(const GenArgs& a) {
     logits = feed(&t, 1);
   }
   std::printf("\n");
+  std::fflush(stdout);  // the text before the rates on stderr, also when both go to one file
   // As llama.cpp reports it: the prompt's prefill, then the generated tokens (one step each
   // after the first, which the prefill's logits give).
   const double gen_s = timer.seconds() - prompt_s;
