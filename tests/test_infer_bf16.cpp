@@ -35,11 +35,16 @@ static ModelConfig tiny(int topk = 1) {
   return c;
 }
 
-static std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("zaya_test_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
+// A temporary directory for one test (removed at its end).
+struct TempDir : test_util::TempDir {
+  explicit TempDir(const std::string& tag) : test_util::TempDir("infer", tag) {}
+};
+
+// A model of config c with random weights (seed), saved as a bf16 HF directory.
+static void save_random_bf16(const ModelConfig& c, uint64_t seed, const std::string& dir) {
+  Model<float> m(c);
+  randomize_for_checks(m.layout, seed, m.params.data(), m.buffers.data());
+  save_hf_dir(dir, m, DType::BF16, 0, false);
 }
 
 static std::vector<int32_t> random_ids(int n, int V, uint64_t seed) {
@@ -91,10 +96,9 @@ TEST(InferBf16, SameLogitsAsDecoderOverFp32Views) {
 
 TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
   ModelConfig c = tiny(1);
-  Model<float> m(c);
-  randomize_for_checks(m.layout, 7, m.params.data(), m.buffers.data());
-  const std::string dir = tmpdir("infer_bf16");
-  save_hf_dir(dir, m, DType::BF16, 0, false);
+  TempDir tmp("bf16");
+  const std::string dir = tmp.str();
+  save_random_bf16(c, 7, dir);
   Model<float> f32(c);
   load_hf_weights(dir, f32);
   WeightStore ws = open_hf_weights(dir);
@@ -125,7 +129,6 @@ TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
   for (int t = 0; t < T - 1; ++t)
     EXPECT_NEAR(lp[size_t(t)], double(f32.logits()[size_t(t) * c.vocab_size + one[size_t(t) + 1]]) - f32.lse()[t],
                 0.05);
-  fs::remove_all(dir);
 }
 
 TEST(InferBf16, PortableAndNativeKernelsAgree) {
@@ -213,7 +216,8 @@ TEST(InferBf16, MissingShardIsAnErrorNamingIt) {
   ModelConfig c = tiny(1);
   Model<float> m(c);
   m.init(1);
-  const std::string dir = tmpdir("infer_shards");
+  TempDir tmp("shards");
+  const std::string dir = tmp.str();
   save_hf_dir(dir, m, DType::BF16, 4096, false);
   std::vector<fs::path> shards;
   for (auto& e : fs::directory_iterator(dir))
@@ -229,7 +233,6 @@ TEST(InferBf16, MissingShardIsAnErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find(shards[1].filename().string()), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
 }
 
 // ------------------------------------------------------------ peak RSS (in a child process)
@@ -277,22 +280,17 @@ TEST(InferBf16, RssChild) {
 }
 
 TEST(InferBf16, PeakRssNearFileSize) {
-  const std::string dir = tmpdir("infer_rss");
+  TempDir tmp("rss");
+  const std::string dir = tmp.str();
   const uint64_t bytes = write_random_hf_bf16(dir, rss_config(), 1, 64u << 20);
   ASSERT_GT(bytes, 250u << 20);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const std::string cmd = "ZAYA_INFER_RSS_DIR=" + dir + " " + self + " --gtest_filter=InferBf16.RssChild 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_TRUE(p);
-  char line[4096];
-  long rise = -1;
-  std::string out;
-  while (std::fgets(line, sizeof line, p)) {
-    out += line;
-    if (std::strncmp(line, "RSS_RISE_KB ", 12) == 0) rise = std::atol(line + 12);
-  }
-  EXPECT_EQ(pclose(p), 0) << out;
-  fs::remove_all(dir);
+  int status = 0;
+  const std::string out = test_util::command_output(cmd, &status);
+  EXPECT_EQ(status, 0) << out;
+  const size_t at = out.find("RSS_RISE_KB ");
+  const long rise = at == std::string::npos ? -1 : std::atol(out.c_str() + at + 12);
   ASSERT_GT(rise, 0) << out;
   // File-backed pages of the weights the run touched (at most the file) + KV cache,
   // activations, fp32 small tensors and the 32K x 64 logits: well under 64 MB.
@@ -303,22 +301,18 @@ TEST(InferBf16, PeakRssNearFileSize) {
 
 // `zaya score` on a bf16 HF directory uses the in-place path; --fp32 the fp32 copy.
 TEST(InferBf16, ScoreCliInPlaceMatchesFp32) {
-  ModelConfig c = tiny(1);
-  Model<float> m(c);
-  randomize_for_checks(m.layout, 4, m.params.data(), m.buffers.data());
-  const std::string dir = tmpdir("infer_score");
-  save_hf_dir(dir, m, DType::BF16, 0, false);
+  TempDir tmp("score");
+  const std::string dir = tmp.str();
+  save_random_bf16(tiny(1), 4, dir);
   {
     std::ofstream f(dir + "/ids.txt");
     f << "3 17 42 9 1 50 60 7";
   }
   auto loss = [&](const std::string& extra) {
     const std::string cmd = std::string(ZAYA_BIN) + " score --model " + dir + " --ids " + dir + "/ids.txt --json" + extra;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    EXPECT_EQ(pclose(p), 0) << out;
+    int status = 0;
+    const std::string out = test_util::command_output(cmd, &status);
+    EXPECT_EQ(status, 0) << out;
     auto j = nlohmann::json::parse(out);
     EXPECT_EQ(j["tokens"], 7);
     return j["loss"].get<double>();
@@ -326,7 +320,6 @@ TEST(InferBf16, ScoreCliInPlaceMatchesFp32) {
   const double inplace = loss(""), fp32 = loss(" --fp32");
   EXPECT_NEAR(inplace, fp32, 0.02);
   EXPECT_NE(inplace, fp32);  // two different paths ran
-  fs::remove_all(dir);
 }
 
 // `zaya generate` on an HF directory (bf16, used in place) with its own tokenizer.json: the
@@ -336,17 +329,13 @@ TEST(InferBf16, ScoreCliInPlaceMatchesFp32) {
 TEST(InferBf16, GenerateCliOnHfDirectory) {
   ModelConfig c = tiny(1);
   c.vocab_size = 300;  // 4 specials + 256 byte tokens
-  Model<float> m(c);
-  randomize_for_checks(m.layout, 6, m.params.data(), m.buffers.data());
-  const std::string dir = tmpdir("infer_generate");
-  save_hf_dir(dir, m, DType::BF16, 0, false);
+  TempDir tmp("generate");
+  const std::string dir = tmp.str();
+  save_random_bf16(c, 6, dir);
   auto run = [&](const std::string& args, int* rc = nullptr) {
     const std::string cmd = std::string(ZAYA_BIN) + " generate --ckpt " + dir + " " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    const int status = pclose(p);
+    int status = 0;
+    const std::string out = test_util::command_output(cmd, &status);
     if (rc) *rc = status;
     else EXPECT_EQ(status, 0) << out;
     return out;
@@ -363,5 +352,4 @@ TEST(InferBf16, GenerateCliOnHfDirectory) {
   EXPECT_EQ(again.substr(0, again.find('[')), greedy.substr(0, greedy.find('[')));  // greedy is deterministic
   const std::string a = run("--prompt hello --seed 7 --max-tokens 8"), b = run("--prompt hello --seed 7 --max-tokens 8");
   EXPECT_EQ(a.substr(0, a.find('[')), b.substr(0, b.find('[')));  // same seed, same text (timings aside)
-  fs::remove_all(dir);
 }

@@ -41,6 +41,20 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// Runs a shell command; returns what it printed on stdout and stores its wait status.
+inline std::string command_output(const std::string& cmd, int* status) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  if (!p) {
+    *status = -1;
+    return out;
+  }
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
 // Writes a byte-level tokenizer.json (<pad> <eos> <bos> <unk>, then <0x00>..<0xFF>: 260
 // pieces, no merges) and its tokenizer_config.json (adds <bos>, eos <eos>) into dir.
 inline void write_byte_tokenizer(const std::string& dir) {

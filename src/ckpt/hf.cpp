@@ -24,23 +24,32 @@ struct HfTensors {
   std::map<std::string, const SafetensorsFile*> where;
 
   explicit HfTensors(const std::string& dir) {
-    const HfShardList list = hf_shard_list(dir);
-    std::map<std::string, const SafetensorsFile*> by_path;
-    for (const std::string& path : list.files) {
-      files.push_back(std::make_unique<SafetensorsFile>(path));
-      by_path[path] = files.back().get();
-    }
-    for (const auto& [name, path] : list.weight_map) {
-      const SafetensorsFile* sf = by_path[path];
-      if (!sf->find(name)) fail(sf->path(), ": the index says it holds '", name, "' but it does not");
-      where[name] = sf;
-    }
-    if (list.weight_map.empty())
-      for (auto& e : files.back()->tensors()) where[e.name] = files.back().get();
+    HfShards shards = open_hf_shards(dir);
+    for (const HfShards::Tensor& t : shards.tensors) where[t.entry->name] = t.file;
+    files = std::move(shards.files);
   }
 };
 
 }  // namespace
+
+HfShards open_hf_shards(const std::string& dir) {
+  const HfShardList list = hf_shard_list(dir);
+  HfShards out;
+  std::map<std::string, const SafetensorsFile*> by_path;
+  for (const std::string& path : list.files) {
+    out.files.push_back(std::make_unique<SafetensorsFile>(path));
+    by_path[path] = out.files.back().get();
+  }
+  for (const auto& [name, path] : list.weight_map) {
+    const SafetensorsFile* f = by_path[path];
+    const TensorEntry* e = f->find(name);
+    if (!e) fail(f->path(), ": the index says it holds '", name, "' but it does not");
+    out.tensors.push_back({f, e});
+  }
+  if (list.weight_map.empty())
+    for (const TensorEntry& e : out.files.back()->tensors()) out.tensors.push_back({out.files.back().get(), &e});
+  return out;
+}
 
 HfShardList hf_shard_list(const std::string& dir) {
   HfShardList out;

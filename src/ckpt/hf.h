@@ -4,6 +4,7 @@
 // hand-written mapping.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,19 @@ struct HfShardList {
   std::map<std::string, std::string> weight_map;  // empty for a single model.safetensors
 };
 HfShardList hf_shard_list(const std::string& dir);
+
+// Those files opened (memory-mapped, nothing read yet) and every tensor with the file that
+// holds it: the index's tensors, each checked to be in its shard, or without an index every
+// tensor of model.safetensors.
+struct HfShards {
+  struct Tensor {
+    const SafetensorsFile* file;
+    const TensorEntry* entry;
+  };
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::vector<Tensor> tensors;
+};
+HfShards open_hf_shards(const std::string& dir);
 
 // Loads every parameter (and the balancing-bias buffers) of `m` from `dir`. Missing or
 // misshapen tensors are errors naming the tensor and file; an absent lm_head.weight means

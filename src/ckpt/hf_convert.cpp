@@ -179,20 +179,9 @@ HfDir::HfDir(const std::string& dir) : dir_(dir) {
     names_.push_back(e->name);
     entries_.push_back({f, e});
   };
-  const HfShardList list = hf_shard_list(dir);
-  std::map<std::string, const SafetensorsFile*> by_path;
-  for (const std::string& path : list.files) {
-    files_.push_back(std::make_unique<SafetensorsFile>(path));
-    by_path[path] = files_.back().get();
-  }
-  for (const auto& [name, path] : list.weight_map) {
-    const SafetensorsFile* f = by_path[path];
-    const TensorEntry* e = f->find(name);
-    if (!e) fail(f->path(), ": the index says it holds '", name, "' but it does not");
-    add(f, e);
-  }
-  if (list.weight_map.empty())
-    for (const TensorEntry& e : files_.back()->tensors()) add(files_.back().get(), &e);
+  HfShards shards = open_hf_shards(dir);
+  for (const HfShards::Tensor& t : shards.tensors) add(t.file, t.entry);
+  files_ = std::move(shards.files);
 }
 
 HfDir::~HfDir() = default;

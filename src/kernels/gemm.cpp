@@ -125,59 +125,50 @@ void pack_bf16(const float* X, int rows, int cols, int ld, std::vector<bf16>& ou
     for (int c = 0; c < cols; ++c) o[size_t(r) * cols + c] = to_bf16(X[size_t(r) * ld + c]);
 }
 
-void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+// One oneDNN matmul: A [M, K] and B [K, N] of `type` as op-storage with leading dims la/lb,
+// C fp32 (C = alpha op(A) op(B) + beta C).
+void dnnl_execute(dnnl::memory::data_type type, Trans ta, Trans tb, int M, int N, int K, float alpha, const void* A,
+                  long la, const void* B, long lb, float beta, float* C, int ldc) {
   Dnnl& d = Dnnl::get();
   std::lock_guard<std::mutex> lock(d.mu);
-  using dt = dnnl::memory::data_type;
-  void* a_ptr = const_cast<float*>(A);
-  void* b_ptr = const_cast<float*>(B);
-  long la = lda, lb = ldb;
-  dt type = dt::f32;
-  static thread_local std::vector<bf16> abuf, bbuf;
-  if (prec == GemmPrecision::BF16) {
-    type = dt::bf16;
-    int ar = ta == Trans::N ? M : K, ac = ta == Trans::N ? K : M;
-    int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
-    pack_bf16(A, ar, ac, lda, abuf);
-    pack_bf16(B, br, bc, ldb, bbuf);
-    a_ptr = abuf.data();
-    b_ptr = bbuf.data();
-    la = ac;
-    lb = bc;
-  }
   auto& p = d.prim(type, ta, tb, M, N, K, la, lb, ldc, alpha, beta);
   using md = dnnl::memory::desc;
-  dnnl::memory am(md({M, K}, type, Dnnl::strides(ta, la)), d.eng, a_ptr);
-  dnnl::memory bm(md({K, N}, type, Dnnl::strides(tb, lb)), d.eng, b_ptr);
-  dnnl::memory cm(md({M, N}, dt::f32, dnnl::memory::dims{ldc, 1}), d.eng, C);
+  dnnl::memory am(md({M, K}, type, Dnnl::strides(ta, la)), d.eng, const_cast<void*>(A));
+  dnnl::memory bm(md({K, N}, type, Dnnl::strides(tb, lb)), d.eng, const_cast<void*>(B));
+  dnnl::memory cm(md({M, N}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1}), d.eng, C);
   p.execute(d.strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   d.strm.wait();
+}
+
+void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  if (prec != GemmPrecision::BF16)
+    return dnnl_execute(dnnl::memory::data_type::f32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  static thread_local std::vector<bf16> abuf, bbuf;
+  const int ar = ta == Trans::N ? M : K, ac = ta == Trans::N ? K : M;
+  const int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
+  pack_bf16(A, ar, ac, lda, abuf);
+  pack_bf16(B, br, bc, ldb, bbuf);
+  dnnl_execute(dnnl::memory::data_type::bf16, ta, tb, M, N, K, alpha, abuf.data(), ac, bbuf.data(), bc, beta, C, ldc);
+}
+
+void record_gemm(double t0, int M, int N, int K) {
+  if (!g_stats_on) return;
+  auto& s = gemm_stats();
+  s.seconds += now_seconds() - t0;
+  s.flops += 2.0 * M * N * K;
+  s.calls++;
 }
 
 }  // namespace
 
 void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16* W, float beta, float* y, int ldy) {
   if (M == 0 || N == 0) return;
-  double t0 = g_stats_on ? now_seconds() : 0;
-  Dnnl& d = Dnnl::get();
-  std::lock_guard<std::mutex> lock(d.mu);
-  using dt = dnnl::memory::data_type;
+  const double t0 = g_stats_on ? now_seconds() : 0;
   static thread_local std::vector<bf16> abuf;
   pack_bf16(x, M, K, ldx, abuf);
-  auto& p = d.prim(dt::bf16, Trans::N, Trans::T, M, N, K, K, K, ldy, 1.f, beta);
-  using md = dnnl::memory::desc;
-  dnnl::memory am(md({M, K}, dt::bf16, Dnnl::strides(Trans::N, K)), d.eng, abuf.data());
-  dnnl::memory bm(md({K, N}, dt::bf16, Dnnl::strides(Trans::T, K)), d.eng, const_cast<bf16*>(W));
-  dnnl::memory cm(md({M, N}, dt::f32, dnnl::memory::dims{ldy, 1}), d.eng, y);
-  p.execute(d.strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  d.strm.wait();
-  if (g_stats_on) {
-    auto& s = gemm_stats();
-    s.seconds += now_seconds() - t0;
-    s.flops += 2.0 * M * N * K;
-    s.calls++;
-  }
+  dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
+  record_gemm(t0, M, N, K);
 }
 
 namespace {
@@ -205,12 +196,7 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
     dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else
     cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (g_stats_on) {
-    auto& s = gemm_stats();
-    s.seconds += now_seconds() - t0;
-    s.flops += 2.0 * M * N * K;
-    s.calls++;
-  }
+  record_gemm(t0, M, N, K);
 }
 
 void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,

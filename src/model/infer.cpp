@@ -139,13 +139,9 @@ void InferDecoder::reset() {
 
 void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta, bool sync) {
   if (M <= 0) return;
-  if (!team_) {
-    l.apply(y, ldy, x, ldx, M, beta);
-    bytes_ += l.bytes();
-    return;
-  }
+  count_read(l);
+  if (!team_) return l.apply(y, ldy, x, ldx, M, beta);
   l.apply_team(y, ldy, x, ldx, M, beta);
-  if (omp_get_thread_num() == 0) bytes_ += l.bytes();
   if (sync) {
 #pragma omp barrier
   }
@@ -234,11 +230,11 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
     const Linear w{a.conv1.dtype, static_cast<const char*>(a.conv1.w) + size_t(g) * hd * HK * esz, hd, HK};
     w.apply(&conv_[size_t(b) * Tr * C + size_t(g) * hd], C, &ytap_[size_t(b) * n * G * HK + size_t(g) * HK], G * HK, n);
   });
-  if (!team_ || omp_get_thread_num() == 0) bytes_ += a.conv1.bytes();
+  count_read(a.conv1);
   serial([&] { attention_core(a, cache, n); });
   // 7. attention over the cache: (batch row, head) pairs split over the team.
   const AttnShape& as = attn_shape_;
-  if (team_ || n <= kDirectAttnRows)
+  if (team_)
     split(B * as.Hq, [&](int bj) {
       attention_forward_head(attn_.data(), lse_.data(), qk_.data(), cache.k_BSK.data(), cache.v_BSK.data(), as,
                              bj / as.Hq, bj % as.Hq, &scratch_[size_t(omp_get_thread_num()) * as.Tk]);

@@ -5,6 +5,8 @@
 // Only the experts a token is routed to are read; the rows of a batch share each weight
 // read (tokens routed to the same expert are one product).
 #pragma once
+#include <omp.h>
+
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -95,6 +97,10 @@ class InferDecoder {
   void reserve(int rows);
   // A product; in team mode split over the team, then a barrier unless `sync` is false.
   void lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f, bool sync = true);
+  // Adds l's bytes to the bytes read (once per team: thread 0; outside a region also 0).
+  void count_read(const Linear& l) {
+    if (omp_get_thread_num() == 0) bytes_ += l.bytes();
+  }
   // Work done by one thread (in team mode: one thread of the team while the others wait
   // at the barrier that ends it).
   template <class F>
