@@ -132,9 +132,11 @@ TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
 }
 
 TEST(InferBf16, PortableAndNativeKernelsAgree) {
-  for (int M : {1, 3, 5})  // up to 4 rows: the decode kernel; 5: the block kernel
+  // Up to 8 rows: the decode kernel (4 streams up to 4 rows, 2 streams up to 8); 9: the
+  // block kernel. N 9 and 37: streams of unequal length.
+  for (int M : {1, 3, 5, 8, 9})
+  for (int N : {9, 37})
   for (int K : {24, 32, 70, 256}) {
-    const int N = 9;
     std::vector<float> x(size_t(M) * K), wf(size_t(N) * K);
     std::vector<bf16> w(wf.size());
     Philox r(K, 2);
@@ -149,7 +151,7 @@ TEST(InferBf16, PortableAndNativeKernelsAgree) {
       for (int j = 0; j < N; ++j) {
         double ref = 0;  // x rounded to bf16, exact products
         for (int k = 0; k < K; ++k) ref += double(from_bf16(to_bf16(x[size_t(i) * K + k]))) * wf[size_t(j) * K + k];
-        EXPECT_NEAR(y[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << linear_bf16_kernel() << " M " << M << " K " << K;
+        EXPECT_NEAR(y[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << linear_bf16_kernel() << " M " << M << " N " << N << " K " << K;
         EXPECT_NEAR(yp[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << "portable K " << K;
       }
   }
@@ -170,30 +172,38 @@ static void random_linear(int M, int N, int K, uint64_t seed, std::vector<float>
 // sums of one call, for any number of threads, uneven splits and more rows than a tile.
 TEST(InferBf16, TeamSplitEqualsOneCall) {
   for (bool portable : {false, true})
-    for (int M : {1, 5, 70}) {
-      const int N = 37, K = 70;
-      std::vector<float> x, wf;
-      std::vector<bf16> w;
-      random_linear(M, N, K, 11 + M, x, w, wf);
-      linear_bf16_force_portable(portable);
-      // One call on the same kernel: below 16 rows linear_bf16 is our kernel; from 16 on it
-      // is oneDNN unless forced portable, so the 70-row native case compares within rounding.
-      std::vector<float> one(size_t(M) * N, 0.f);
-      linear_bf16(one.data(), N, x.data(), K, w.data(), M, N, K);
-      const bool exact = portable || M < 16;
-      for (int threads : {1, 2, 3}) {
-        std::vector<float> team(size_t(M) * N, 0.f);
-#pragma omp parallel num_threads(threads)
-        linear_bf16_team(team.data(), N, x.data(), K, w.data(), M, N, K);
+    for (int M : {1, 5, 8, 70})
+      for (int N : {37, 1000}) {  // 1000 x 70: one call opens a region of its own
+        const int K = 70;
+        std::vector<float> x, wf;
+        std::vector<bf16> w;
+        random_linear(M, N, K, 11 + M, x, w, wf);
+        linear_bf16_force_portable(portable);
+        // One call on the same kernel: below 16 rows linear_bf16 is our kernel; from 16 on it
+        // is oneDNN unless forced portable, so the 70-row native case compares within rounding.
+        std::vector<float> one(size_t(M) * N, 0.f), inner(one);
+        linear_bf16(one.data(), N, x.data(), K, w.data(), M, N, K);
+        const bool exact = portable || M < 16;
+        // Called by one thread of a running region (CCA's conv groups): the same sums.
+#pragma omp parallel num_threads(2)
+#pragma omp single
+        linear_bf16(inner.data(), N, x.data(), K, w.data(), M, N, K);
         if (exact) {
-          EXPECT_EQ(one, team) << linear_bf16_kernel() << " M " << M << " threads " << threads;
-        } else {
-          for (size_t i = 0; i < team.size(); ++i)
-            ASSERT_NEAR(team[i], one[i], 1e-4 * (1 + std::fabs(one[i]))) << "M " << M << " threads " << threads;
+          EXPECT_EQ(one, inner) << linear_bf16_kernel() << " M " << M << " N " << N;
         }
+        for (int threads : {1, 2, 3}) {
+          std::vector<float> team(size_t(M) * N, 0.f);
+#pragma omp parallel num_threads(threads)
+          linear_bf16_team(team.data(), N, x.data(), K, w.data(), M, N, K);
+          if (exact) {
+            EXPECT_EQ(one, team) << linear_bf16_kernel() << " M " << M << " N " << N << " threads " << threads;
+          } else {
+            for (size_t i = 0; i < team.size(); ++i)
+              ASSERT_NEAR(team[i], one[i], 1e-4 * (1 + std::fabs(one[i]))) << "M " << M << " threads " << threads;
+          }
+        }
+        linear_bf16_force_portable(false);
       }
-      linear_bf16_force_portable(false);
-    }
 }
 
 // From 16 rows on linear_bf16 is oneDNN's GEMM over W in place: same values as our kernel

@@ -69,48 +69,54 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_native(float* 
     }
 }
 
-// Decode (a few x rows): W's rows [n0, n1) one after the other, one sequential stream per
-// thread with software prefetch kPrefetch bytes ahead (hardware prefetchers stop at 4 KB
-// pages); measured on ZAYA1-base's layer sequence this streams ~35% faster than the block
-// kernel's interleaved rows. x (mr <= kSeqRows rows) stays in L1.
-constexpr int kSeqRows = 4;
-constexpr int kPrefetch = 2048;
+// Decode (a few x rows) is bound by the read of W. A thread's rows [n0, n1) are cut into
+// kStreams contiguous parts read side by side, each with software prefetch kPrefetch bytes
+// ahead (the hardware prefetchers stop at 4 KB pages and follow few streams deep enough):
+// on this 2-core Zen 5 VM, replaying ZAYA1-base's decode reads (bench_decode_stream), 4
+// streams with 1 KB prefetch read 56 GB/s against 44 GB/s for one stream with 2 KB prefetch,
+// and a plain read of 4 streams beats one by 15%. x (<= MR rows) stays in L1.
+constexpr int kPrefetch = 1024;
 
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void rows_native(float* y, int ldy, const bf16* xb, int Kp,
-                                                                        const bf16* W, int n0, int n1, int mr, int K,
-                                                                        float beta) {
+template <int S, int MR>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void streams_native(float* y, int ldy, const bf16* xb, int Kp,
+                                                                           const bf16* W, int n0, int n1, int mr,
+                                                                           int K, float beta) {
+  // One accumulator per (x row, stream): S independent chains cover vdpbf16ps latency.
+  const int rows = n1 - n0, part = (rows + S - 1) / S;
   const int full = K / 32, rem = K % 32;
   const __mmask32 tail = rem ? (__mmask32(1) << rem) - 1 : 0;
-  for (int n = n0; n < n1; ++n) {
-    const bf16* wr = W + size_t(n) * K;
-    __m512 a0[kSeqRows], a1[kSeqRows];  // two chains per x row: vdpbf16ps latency
-    for (int i = 0; i < kSeqRows; ++i) a0[i] = a1[i] = _mm512_setzero_ps();
-    int s = 0;
-    for (; s + 2 <= full; s += 2) {
+  for (int r = 0; r < part; ++r) {
+    const bf16* wr[S];
+    int ns = 0;  // the last parts may be shorter: streams p < ns have a row r
+    for (int p = 0; p < S && p * part + r < rows; ++p) wr[ns++] = W + size_t(n0 + p * part + r) * K;
+    __m512 acc[MR][S];
+    for (int i = 0; i < MR; ++i)
+      for (int p = 0; p < S; ++p) acc[i][p] = _mm512_setzero_ps();
+    for (int s = 0; s < full || (s == full && rem); ++s) {
       const int k = s * 32;
-      const char* ahead = reinterpret_cast<const char*>(wr + k) + kPrefetch;  // never faults
-      _mm_prefetch(ahead, _MM_HINT_T0);
-      _mm_prefetch(ahead + 64, _MM_HINT_T0);
-      const __m512i w0 = _mm512_loadu_si512(wr + k), w1 = _mm512_loadu_si512(wr + k + 32);
+      __m512i w[S];
+      for (int p = 0; p < ns; ++p) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[p] + k) + kPrefetch, _MM_HINT_T0);  // never faults
+        w[p] = s < full ? _mm512_loadu_si512(wr[p] + k) : _mm512_maskz_loadu_epi16(tail, wr[p] + k);
+      }
       for (int i = 0; i < mr; ++i) {
-        const bf16* xr = xb + size_t(i) * Kp + k;
-        a0[i] = _mm512_dpbf16_ps(a0[i], (__m512bh)_mm512_loadu_si512(xr), (__m512bh)w0);
-        a1[i] = _mm512_dpbf16_ps(a1[i], (__m512bh)_mm512_loadu_si512(xr + 32), (__m512bh)w1);
+        const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + size_t(i) * Kp + k);
+        for (int p = 0; p < ns; ++p) acc[i][p] = _mm512_dpbf16_ps(acc[i][p], xv, (__m512bh)w[p]);
       }
     }
-    for (; s < full || (s == full && rem); ++s) {
-      const int k = s * 32;
-      const __m512i w0 = s < full ? _mm512_loadu_si512(wr + k) : _mm512_maskz_loadu_epi16(tail, wr + k);
-      for (int i = 0; i < mr; ++i)
-        a0[i] = _mm512_dpbf16_ps(a0[i], (__m512bh)_mm512_loadu_si512(xb + size_t(i) * Kp + k), (__m512bh)w0);
-    }
-    for (int i = 0; i < mr; ++i) {
-      float* o = y + size_t(i) * ldy + n;
-      const float v = _mm512_reduce_add_ps(_mm512_add_ps(a0[i], a1[i]));
-      *o = beta == 0.f ? v : *o * beta + v;
-    }
+    for (int p = 0; p < ns; ++p)
+      for (int i = 0; i < mr; ++i) {
+        float* o = y + size_t(i) * ldy + n0 + p * part + r;
+        const float v = _mm512_reduce_add_ps(acc[i][p]);
+        *o = beta == 0.f ? v : *o * beta + v;
+      }
   }
 }
+
+// x rows up to which decode uses streams_native. For 8 rows (batched decode) the block
+// kernel was faster than 2 streams x 8 rows (210 against 245 ms per step on ZAYA1-base).
+constexpr int kStreamRows = 4;
+constexpr int kStreams = 4;  // 8 streams read slower than 4 (45 against 56 GB/s)
 
 void block_portable(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int nr, int m0, int mr, int K,
                     float beta) {
@@ -146,10 +152,6 @@ namespace {
 void run_blocks(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int M, int N, int K, float beta, int b0,
                 int b1) {
   const bool native = use_native();
-  if (native && M <= kSeqRows) {
-    rows_native(y, ldy, xb, Kp, W, b0 * kRows, std::min(N, b1 * kRows), M, K, beta);
-    return;
-  }
   for (int b = b0; b < b1; ++b) {
     const int n0 = b * kRows, nr = std::min(kRows, N - n0);
     for (int m0 = 0; m0 < M; m0 += kMBlock) {
@@ -176,6 +178,19 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
   if (M <= 0 || N <= 0) return;
   if (use_gemm(M)) return gemm_bf16_weights(M, N, K, x, ldx, W, beta, y, ldy);
   const int Kp = (K + 31) / 32 * 32;
+  if (use_native() && M <= kStreamRows) {
+    // Decode: the team split in a region of its own, or all rows on this thread for a small
+    // W or a caller already inside a region (CCA's conv groups, split over the team).
+    if (size_t(N) * K > 65536 && !omp_in_parallel()) {
+#pragma omp parallel
+      linear_bf16_team(y, ldy, x, ldx, W, M, N, K, beta);
+      return;
+    }
+    static thread_local std::vector<bf16> xs;
+    round_rows(xs, x, ldx, M, K, Kp);
+    streams_native<kStreams, kStreamRows>(y, ldy, xs.data(), Kp, W, 0, N, M, K, beta);
+    return;
+  }
   static thread_local std::vector<bf16> xb;
   round_rows(xb, x, ldx, M, K, Kp);
   const int blocks = (N + kRows - 1) / kRows;
@@ -194,6 +209,14 @@ void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W,
   const int Kp = (K + 31) / 32 * 32;
   static thread_local std::vector<bf16> xb;
   round_rows(xb, x, ldx, M, K, Kp);
+  if (use_native() && M <= kStreamRows) {
+    // One contiguous range of rows per thread (2, 4 or geometrically shrinking ranges per
+    // thread, taken dynamically, were no faster: each range's streams ramp up anew).
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int n0 = int(int64_t(N) * t / nt), n1 = int(int64_t(N) * (t + 1) / nt);
+    if (n1 > n0) streams_native<kStreams, kStreamRows>(y, ldy, xb.data(), Kp, W, n0, n1, M, K, beta);
+    return;
+  }
   // Dynamic chunks: a thread slowed down (the other tenants of a VM, a page walk) does not
   // hold the team at the barrier.
   const int blocks = (N + kRows - 1) / kRows, chunk = std::max(1, blocks / 16);
