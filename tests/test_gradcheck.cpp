@@ -142,7 +142,7 @@ static std::vector<OpCase> op_table() {
   }
   {
     // Attention with GQA (Hq 4, Hk 2), strided q inside a packed row, and a shard offset.
-    // Tq 4: the direct path (attention_forward_head, decode); Tq 6: the BLAS path.
+    // Tq 4: the direct path (attention_forward_group, decode); Tq 6: the BLAS path.
     for (auto [Tq, q_pos0] : {std::pair{4, 0}, std::pair{4, 3}, std::pair{6, 2}}) {
       AttnShape a{2, Tq, Tq + q_pos0, q_pos0, 4, 2, 3, 20, 6, 6, 12};
       const size_t nq = size_t(a.B) * a.Tq * a.ldq, nk = size_t(a.B) * a.Tk * a.ldk, no = size_t(a.B) * a.Tq * a.ldo;

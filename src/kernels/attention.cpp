@@ -33,38 +33,62 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s)
   }
 }
 
+// The cached rows are hd elements at a stride of all KV heads: the hardware prefetchers do
+// not run ahead of such short strided reads, and decode at 512 cached positions spent more
+// time waiting on them than on the math. Prefetches never fault (past the end included).
+constexpr int kAttnPrefetchRows = 8;
 template <class T>
-void attention_forward_head(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int j,
-                            T* S) {
-  const int G = s.Hq / s.Hk, g = j / G, hd = s.hd;
+static void prefetch_row(const T* p, int n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t off = 0; off < sizeof(T) * size_t(n); off += 64) __builtin_prefetch(c + off);
+}
+
+template <class T>
+void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int g,
+                             T* S) {
+  const int G = s.Hq / s.Hk, hd = s.hd, Tk = s.Tk;
   const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const T scale = T(1) / std::sqrt(T(hd));
   const T* kb = k + size_t(b) * kvb * s.ldk + size_t(g) * hd;
   const T* vb = v + size_t(b) * kvb * s.ldv + size_t(g) * hd;
   for (int t = 0; t < s.Tq; ++t) {
-    const T* qr = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(j) * hd;
-    T* o = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(j) * hd;
-    const int last = std::min(s.Tk - 1, s.q_pos0 + t);
-    T m = -std::numeric_limits<T>::infinity();
+    const T* qg = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(g) * G * hd;  // the group's G heads, adjacent
+    T* og = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(g) * G * hd;
+    const int last = std::min(Tk - 1, s.q_pos0 + t);
+    // Scores: each cached K row is read once for the G query heads.
     for (int u = 0; u <= last; ++u) {
       const T* kr = kb + size_t(u) * s.ldk;
-      T d = 0;
+      prefetch_row(kr + size_t(kAttnPrefetchRows) * s.ldk, hd);
+      for (int jj = 0; jj < G; ++jj) {
+        const T* qr = qg + size_t(jj) * hd;
+        T d = 0;
 #pragma omp simd reduction(+ : d)
-      for (int i = 0; i < hd; ++i) d += qr[i] * kr[i];
-      S[u] = d * scale;
-      m = std::max(m, S[u]);
+        for (int i = 0; i < hd; ++i) d += qr[i] * kr[i];
+        S[size_t(jj) * Tk + u] = d * scale;
+      }
     }
-    T sum = 0;
-    for (int u = 0; u <= last; ++u) sum += (S[u] = std::exp(S[u] - m));
-    const T inv = T(1) / sum;
-    std::fill(o, o + hd, T(0));
+    for (int jj = 0; jj < G; ++jj) {
+      T* row = S + size_t(jj) * Tk;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int u = 0; u <= last; ++u) m = std::max(m, row[u]);
+      T sum = 0;
+      for (int u = 0; u <= last; ++u) sum += (row[u] = std::exp(row[u] - m));
+      const T inv = T(1) / sum;
+      for (int u = 0; u <= last; ++u) row[u] *= inv;
+      lse[(size_t(b) * s.Hq + size_t(g) * G + jj) * s.Tq + t] = m + std::log(sum);
+    }
+    // Values: likewise each V row once; the G output rows stay in L1.
+    std::fill(og, og + size_t(G) * hd, T(0));
     for (int u = 0; u <= last; ++u) {
-      const T pu = S[u] * inv;
       const T* vr = vb + size_t(u) * s.ldv;
+      prefetch_row(vr + size_t(kAttnPrefetchRows) * s.ldv, hd);
+      for (int jj = 0; jj < G; ++jj) {
+        const T pu = S[size_t(jj) * Tk + u];
+        T* o = og + size_t(jj) * hd;
 #pragma omp simd
-      for (int i = 0; i < hd; ++i) o[i] += pu * vr[i];
+        for (int i = 0; i < hd; ++i) o[i] += pu * vr[i];
+      }
     }
-    lse[(size_t(b) * s.Hq + j) * s.Tq + t] = m + std::log(sum);
   }
 }
 
@@ -73,14 +97,17 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
   const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const T scale = T(1) / std::sqrt(T(s.hd));
+  if (s.Tq <= kDirectAttnRows) {
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int b = 0; b < s.B; ++b)
+      for (int g = 0; g < s.Hk; ++g)
+        attention_forward_group(out, lse, q, k, v, s, b, g, scratch + size_t(omp_get_thread_num()) * s.scratch_per_thread());
+    return;
+  }
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
     for (int j = 0; j < s.Hq; ++j) {
-      T* S = scratch + size_t(omp_get_thread_num()) * 2 * s.Tq * s.Tk;
-      if (s.Tq <= kDirectAttnRows) {
-        attention_forward_head(out, lse, q, k, v, s, b, j, S);
-        continue;
-      }
+      T* S = scratch + size_t(omp_get_thread_num()) * s.scratch_per_thread();
       const int g = j / G;
       const T* qb = q + size_t(b) * s.Tq * lq + size_t(j) * s.hd;
       const T* kb = k + size_t(b) * kvb * lk + size_t(g) * s.hd;
@@ -102,7 +129,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
     for (int g = 0; g < s.Hk; ++g) {
-      T* P = scratch + size_t(omp_get_thread_num()) * 2 * s.Tq * s.Tk;
+      T* P = scratch + size_t(omp_get_thread_num()) * s.scratch_per_thread();
       T* dP = P + size_t(s.Tq) * s.Tk;
       const T* kb = k + size_t(b) * kvb * lk + size_t(g) * s.hd;
       const T* vb = v + size_t(b) * kvb * lv + size_t(g) * s.hd;
@@ -134,10 +161,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
 
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*, const AttnShape&,
                                        float*);
-template void attention_forward_head<float>(float*, float*, const float*, const float*, const float*,
-                                            const AttnShape&, int, int, float*);
-template void attention_forward_head<double>(double*, double*, const double*, const double*, const double*,
-                                             const AttnShape&, int, int, double*);
+template void attention_forward_group<float>(float*, float*, const float*, const float*, const float*,
+                                             const AttnShape&, int, int, float*);
+template void attention_forward_group<double>(double*, double*, const double*, const double*, const double*,
+                                              const AttnShape&, int, int, double*);
 template void attention_forward<double>(double*, double*, const double*, const double*, const double*,
                                         const AttnShape&, double*);
 template void attention_backward<float>(float*, float*, float*, const float*, const float*, const float*,

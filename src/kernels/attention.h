@@ -9,6 +9,7 @@
 // heads, each with its own row stride (ld*); lse [B, Hq, Tq]. dq/dk/dv/dout share the
 // strides of q/k/v/out.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 
 namespace zaya {
@@ -18,19 +19,21 @@ struct AttnShape {
   int ldq, ldk, ldv, ldo;
   int kv_batch_rows = 0;  // rows between batches in k/v (a KV cache's capacity); 0 = Tk
   // Scratch elements needed by attention_forward/backward for `threads` threads.
-  size_t scratch_elems(int threads) const { return size_t(threads) * 2 * size_t(Tq) * Tk; }
+  size_t scratch_elems(int threads) const { return size_t(threads) * scratch_per_thread(); }
+  size_t scratch_per_thread() const { return size_t(std::max(2 * Tq, Hq / std::max(Hk, 1))) * Tk; }
 };
 
 template <class T>
 void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, T* scratch);
-// One (batch row b, query head j) of attention_forward, by direct dot products: for a few
-// query rows (decode) two BLAS calls would cost more in packing than in math. scratch: Tk
-// elements. attention_forward uses it when Tq <= kDirectAttnRows; decode splits the pairs
-// over its team.
+// One (batch row b, KV head g) of attention_forward, its G = Hq/Hk query heads together, by
+// direct dot products: for a few query rows (decode) two BLAS calls per head would cost more
+// in packing than in math, and the cached K and V rows are read once for the G heads (not G
+// times). scratch: G * Tk elements. attention_forward uses it when Tq <= kDirectAttnRows;
+// decode splits the (b, g) pairs over its team.
 constexpr int kDirectAttnRows = 4;
 template <class T>
-void attention_forward_head(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int j,
-                            T* scratch);
+void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int g,
+                             T* scratch);
 // Accumulates into dq, dk, dv.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse, const T* q, const T* k,

@@ -232,12 +232,12 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
   });
   count_read(a.conv1);
   serial([&] { attention_core(a, cache, n); });
-  // 7. attention over the cache: (batch row, head) pairs split over the team.
+  // 7. attention over the cache: (batch row, KV head) pairs split over the team.
   const AttnShape& as = attn_shape_;
   if (team_)
-    split(B * as.Hq, [&](int bj) {
-      attention_forward_head(attn_.data(), lse_.data(), qk_.data(), cache.k_BSK.data(), cache.v_BSK.data(), as,
-                             bj / as.Hq, bj % as.Hq, &scratch_[size_t(omp_get_thread_num()) * as.Tk]);
+    split(B * as.Hk, [&](int bg) {
+      attention_forward_group(attn_.data(), lse_.data(), qk_.data(), cache.k_BSK.data(), cache.v_BSK.data(), as,
+                              bg / as.Hk, bg % as.Hk, &scratch_[size_t(omp_get_thread_num()) * as.scratch_per_thread()]);
     });
   else
     attention_forward(attn_.data(), lse_.data(), qk_.data(), cache.k_BSK.data(), cache.v_BSK.data(), as,
@@ -282,8 +282,7 @@ void InferDecoder::attention_core(const InferModel::Attn& a, CcaCache<float>& ca
   rope_forward(qk + QD, m_.rope, N, n, d.pos0, Hk, hd, C);
   cca_cache_append(cache, c, d, qk + QD, v_.data(), p, x_.data());
   attn_shape_ = AttnShape{B, n, cache.len + n, cache.len, Hq, Hk, hd, C, KD, KD, QD, cache.capacity};
-  const size_t need = std::max(attn_shape_.scratch_elems(omp_get_max_threads()),
-                               size_t(omp_get_max_threads()) * attn_shape_.Tk);
+  const size_t need = attn_shape_.scratch_elems(omp_get_max_threads());
   if (scratch_.size() < need) scratch_.assign(need, 0.f);
   cache.len += n;
 }
