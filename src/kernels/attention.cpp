@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "kernels/attention_avx512.h"
 #include "kernels/gemm.h"
 
 namespace zaya {
@@ -46,6 +48,8 @@ static void prefetch_row(const T* p, int n) {
 template <class T>
 void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int g,
                              T* S) {
+  if constexpr (std::is_same_v<T, float>)
+    if (attention_group_avx512_ok(s)) return attention_group_avx512(out, lse, q, k, v, s, b, g, S);
   const int G = s.Hq / s.Hk, hd = s.hd, Tk = s.Tk;
   const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const T scale = T(1) / std::sqrt(T(hd));
