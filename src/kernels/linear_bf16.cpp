@@ -77,39 +77,62 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void block_native(float* 
 // and a plain read of 4 streams beats one by 15%. x (<= MR rows) stays in L1.
 constexpr int kPrefetch = 1024;
 
+// Rows start[p] + r of W, r < count, for S streams p side by side, against exactly MR x rows:
+// with S and MR fixed at compile time the S x MR accumulators and the S loaded vectors stay
+// in registers (with run-time bounds GCC kept them on the stack, a store and a reload per
+// vdpbf16ps).
 template <int S, int MR>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void streams_native(float* y, int ldy, const bf16* xb, int Kp,
-                                                                           const bf16* W, int n0, int n1, int mr,
-                                                                           int K, float beta) {
-  // One accumulator per (x row, stream): S independent chains cover vdpbf16ps latency.
-  const int rows = n1 - n0, part = (rows + S - 1) / S;
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void stream_rows(float* y, int ldy, const bf16* xb, int Kp,
+                                                                        const bf16* W, const int* start, int count,
+                                                                        int K, float beta) {
   const int full = K / 32, rem = K % 32;
   const __mmask32 tail = rem ? (__mmask32(1) << rem) - 1 : 0;
-  for (int r = 0; r < part; ++r) {
+  for (int r = 0; r < count; ++r) {
     const bf16* wr[S];
-    int ns = 0;  // the last parts may be shorter: streams p < ns have a row r
-    for (int p = 0; p < S && p * part + r < rows; ++p) wr[ns++] = W + size_t(n0 + p * part + r) * K;
-    __m512 acc[MR][S];
+    for (int p = 0; p < S; ++p) wr[p] = W + size_t(start[p] + r) * K;
+    __m512 acc[MR][S];  // one chain per (x row, stream): S chains cover vdpbf16ps latency
     for (int i = 0; i < MR; ++i)
       for (int p = 0; p < S; ++p) acc[i][p] = _mm512_setzero_ps();
-    for (int s = 0; s < full || (s == full && rem); ++s) {
+    for (int s = 0; s < full; ++s) {
       const int k = s * 32;
       __m512i w[S];
-      for (int p = 0; p < ns; ++p) {
+      for (int p = 0; p < S; ++p) {
         _mm_prefetch(reinterpret_cast<const char*>(wr[p] + k) + kPrefetch, _MM_HINT_T0);  // never faults
-        w[p] = s < full ? _mm512_loadu_si512(wr[p] + k) : _mm512_maskz_loadu_epi16(tail, wr[p] + k);
+        w[p] = _mm512_loadu_si512(wr[p] + k);
       }
-      for (int i = 0; i < mr; ++i) {
+      for (int i = 0; i < MR; ++i) {
         const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + size_t(i) * Kp + k);
-        for (int p = 0; p < ns; ++p) acc[i][p] = _mm512_dpbf16_ps(acc[i][p], xv, (__m512bh)w[p]);
+        for (int p = 0; p < S; ++p) acc[i][p] = _mm512_dpbf16_ps(acc[i][p], xv, (__m512bh)w[p]);
       }
     }
-    for (int p = 0; p < ns; ++p)
-      for (int i = 0; i < mr; ++i) {
-        float* o = y + size_t(i) * ldy + n0 + p * part + r;
+    if (rem) {
+      const int k = full * 32;
+      for (int p = 0; p < S; ++p) {
+        const __m512i w = _mm512_maskz_loadu_epi16(tail, wr[p] + k);
+        for (int i = 0; i < MR; ++i)
+          acc[i][p] = _mm512_dpbf16_ps(acc[i][p], (__m512bh)_mm512_loadu_si512(xb + size_t(i) * Kp + k), (__m512bh)w);
+      }
+    }
+    for (int p = 0; p < S; ++p)
+      for (int i = 0; i < MR; ++i) {
+        float* o = y + size_t(i) * ldy + start[p] + r;
         const float v = _mm512_reduce_add_ps(acc[i][p]);
         *o = beta == 0.f ? v : *o * beta + v;
       }
+  }
+}
+
+// Rows [n0, n1) as S parts whose lengths differ by at most one: all S streams for the
+// common length, then the parts' extra rows one stream each.
+template <int S, int MR>
+void streams_native(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int n1, int K, float beta) {
+  const int rows = n1 - n0, base = rows / S, extra = rows % S;
+  int start[S];
+  for (int p = 0; p < S; ++p) start[p] = n0 + p * base + std::min(p, extra);
+  if (base > 0) stream_rows<S, MR>(y, ldy, xb, Kp, W, start, base, K, beta);
+  for (int p = 0; p < extra; ++p) {
+    const int row = start[p] + base;
+    stream_rows<1, MR>(y, ldy, xb, Kp, W, &row, 1, K, beta);
   }
 }
 
@@ -117,6 +140,15 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void streams_native(float
 // kernel was faster than 2 streams x 8 rows (210 against 245 ms per step on ZAYA1-base).
 constexpr int kStreamRows = 4;
 constexpr int kStreams = 4;  // 8 streams read slower than 4 (45 against 56 GB/s)
+
+void decode_rows(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int n1, int M, int K, float beta) {
+  switch (M) {
+    case 1: return streams_native<kStreams, 1>(y, ldy, xb, Kp, W, n0, n1, K, beta);
+    case 2: return streams_native<kStreams, 2>(y, ldy, xb, Kp, W, n0, n1, K, beta);
+    case 3: return streams_native<kStreams, 3>(y, ldy, xb, Kp, W, n0, n1, K, beta);
+    default: return streams_native<kStreams, 4>(y, ldy, xb, Kp, W, n0, n1, K, beta);
+  }
+}
 
 void block_portable(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int nr, int m0, int mr, int K,
                     float beta) {
@@ -188,7 +220,7 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
     }
     static thread_local std::vector<bf16> xs;
     round_rows(xs, x, ldx, M, K, Kp);
-    streams_native<kStreams, kStreamRows>(y, ldy, xs.data(), Kp, W, 0, N, M, K, beta);
+    decode_rows(y, ldy, xs.data(), Kp, W, 0, N, M, K, beta);
     return;
   }
   static thread_local std::vector<bf16> xb;
@@ -214,7 +246,7 @@ void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W,
     // thread, taken dynamically, were no faster: each range's streams ramp up anew).
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int n0 = int(int64_t(N) * t / nt), n1 = int(int64_t(N) * (t + 1) / nt);
-    if (n1 > n0) streams_native<kStreams, kStreamRows>(y, ldy, xb.data(), Kp, W, n0, n1, M, K, beta);
+    if (n1 > n0) decode_rows(y, ldy, xb.data(), Kp, W, n0, n1, M, K, beta);
     return;
   }
   // Dynamic chunks: a thread slowed down (the other tenants of a VM, a page walk) does not
