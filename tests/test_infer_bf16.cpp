@@ -132,7 +132,7 @@ TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
 }
 
 TEST(InferBf16, PortableAndNativeKernelsAgree) {
-  // Up to 8 rows: the decode kernel (4 streams up to 4 rows, 2 streams up to 8); 9: the
+  // Up to 8 rows: the decode kernel (4 streams up to 4 rows, 3 streams up to 8); 9: the
   // block kernel. N 9 and 37: streams of unequal length.
   for (int M : {1, 3, 5, 8, 9})
   for (int N : {9, 37})
