@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace zaya {
 
@@ -20,41 +21,44 @@ static inline T gelu_grad(T x) {
 
 template <class T>
 void bias_gelu_forward(T* y, T* pre, const T* b, int N, int D) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i)
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     for (int d = 0; d < D; ++d) {
       size_t k = size_t(i) * D + d;
       T v = y[k] + (b ? b[d] : T(0));
       pre[k] = v;
       y[k] = gelu(v);
     }
+  });
 }
 
 template <class T>
 void gelu_backward(T* dpre, const T* dy, const T* pre, size_t n) {
-#pragma omp parallel for schedule(static)
-  for (size_t k = 0; k < n; ++k) dpre[k] = dy[k] * gelu_grad(pre[k]);
+  parallel_for(n, [&](int64_t k_) {
+    const size_t k = size_t(k_);
+    dpre[k] = dy[k] * gelu_grad(pre[k]);
+  });
 }
 
 template <class T>
 void swiglu_forward(T* a, const T* u, int N, int F) {
   const int H = F / 2;
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* ui = u + size_t(i) * F;
     T* ai = a + size_t(i) * H;
     for (int j = 0; j < H; ++j) {
       T g = ui[j];
       ai[j] = g / (T(1) + std::exp(-g)) * ui[H + j];
     }
-  }
+  });
 }
 
 template <class T>
 void swiglu_backward(T* du, const T* da, const T* u, int N, int F) {
   const int H = F / 2;
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* ui = u + size_t(i) * F;
     const T* dai = da + size_t(i) * H;
     T* dui = du + size_t(i) * F;
@@ -65,13 +69,13 @@ void swiglu_backward(T* du, const T* da, const T* u, int N, int F) {
       dui[j] = dai[j] * up * s * (T(1) + g * (T(1) - s));
       dui[H + j] = dai[j] * silu;
     }
-  }
+  });
 }
 
 template <class T>
 void softmax_forward(T* p, const T* z, int N, int K) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* zi = z + size_t(i) * K;
     T* pi = p + size_t(i) * K;
     T m = zi[0];
@@ -79,26 +83,26 @@ void softmax_forward(T* p, const T* z, int N, int K) {
     T s = 0;
     for (int k = 0; k < K; ++k) s += (pi[k] = std::exp(zi[k] - m));
     for (int k = 0; k < K; ++k) pi[k] /= s;
-  }
+  });
 }
 
 template <class T>
 void softmax_backward(T* dz, const T* dp, const T* p, int N, int K) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* pi = p + size_t(i) * K;
     const T* gi = dp + size_t(i) * K;
     T dot = 0;
     for (int k = 0; k < K; ++k) dot += pi[k] * gi[k];
     for (int k = 0; k < K; ++k) dz[size_t(i) * K + k] = pi[k] * (gi[k] - dot);
-  }
+  });
 }
 
 template <class T>
 void l2norm_forward(T* y, T* norms, const T* x, const T* temp, int N, int H, int hd, int ld) {
   const T root = T(std::sqrt(double(hd)));
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i)
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     for (int h = 0; h < H; ++h) {
       const T* xv = x + size_t(i) * ld + size_t(h) * hd;
       T* yv = y + size_t(i) * ld + size_t(h) * hd;
@@ -109,6 +113,7 @@ void l2norm_forward(T* y, T* norms, const T* x, const T* temp, int N, int H, int
       T s = root * (temp ? temp[h] : T(1)) / n;
       for (int d = 0; d < hd; ++d) yv[d] = xv[d] * s;
     }
+  });
 }
 
 template <class T>
@@ -117,8 +122,8 @@ void l2norm_backward(T* dx, T* dtemp, const T* dy, const T* x, const T* norms, c
   const T root = T(std::sqrt(double(hd)));
   // dtemp[h] = sum over rows of root * (g . x / n): reduce per head after the row loop.
   std::vector<T> dt_rows(dtemp ? size_t(N) * H : 0);
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i)
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     for (int h = 0; h < H; ++h) {
       const T* xv = x + size_t(i) * ld + size_t(h) * hd;
       const T* gv = dy + size_t(i) * ld + size_t(h) * hd;
@@ -133,6 +138,7 @@ void l2norm_backward(T* dx, T* dtemp, const T* dy, const T* x, const T* norms, c
       for (int d = 0; d < hd; ++d) dv[d] += s * (gv[d] - gx * xv[d] / n);
       if (dtemp) dt_rows[size_t(i) * H + h] = root * gx;
     }
+  });
   if (dtemp)
     for (int h = 0; h < H; ++h) {
       T acc = 0;
@@ -162,8 +168,8 @@ template <class T>
 static void rope_apply(T* x, const RopeTable& rt, int N, int T_, int pos0, int H, int hd, int ld, double sign) {
   const int half = rt.rot / 2;
   ZAYA_CHECK(pos0 + T_ <= rt.max_pos, "position ", pos0 + T_, " exceeds the RoPE table (", rt.max_pos, ")");
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const int pos = pos0 + i % T_;
     const double* c = &rt.cos_[size_t(pos) * half];
     const double* s = &rt.sin_[size_t(pos) * half];
@@ -176,7 +182,7 @@ static void rope_apply(T* x, const RopeTable& rt, int N, int T_, int pos0, int H
         v[j + half] = b * cj + a * sj;
       }
     }
-  }
+  });
 }
 
 template <class T>

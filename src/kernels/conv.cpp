@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/parallel.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 
@@ -26,16 +27,15 @@ static void pack_w1(T* w1p, const T* w1, const ConvShape& s) {
 template <class T>
 void causal_conv_depthwise(T* y0, const T* p, const T* halo, const T* w0, const T* b0, const ConvShape& s) {
   const int Tr = s.rows_per_batch(), C = s.C, K0 = s.K0;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < s.B; ++b)
-    for (int j = 0; j < Tr; ++j) {
-      T* yr = y0 + (size_t(b) * Tr + j) * C;
-      for (int c = 0; c < C; ++c) {
-        T acc = b0[c];
-        for (int k = 0; k < K0; ++k) acc += w0[size_t(c) * K0 + k] * padded(p, halo, s, b, j + k, c);
-        yr[c] = acc;
-      }
+  parallel_for(int64_t(s.B) * Tr, [&](int64_t bj) {
+    const int b = int(bj / Tr), j = int(bj % Tr);
+    T* yr = y0 + size_t(bj) * C;
+    for (int c = 0; c < C; ++c) {
+      T acc = b0[c];
+      for (int k = 0; k < K0; ++k) acc += w0[size_t(c) * K0 + k] * padded(p, halo, s, b, j + k, c);
+      yr[c] = acc;
     }
+  });
 }
 
 template <class T>

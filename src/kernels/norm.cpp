@@ -2,12 +2,14 @@
 
 #include <cmath>
 
+#include "core/parallel.h"
+
 namespace zaya {
 
 template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int D, double eps) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* xi = x + size_t(i) * D;
     T* oi = out + size_t(i) * D;
     double ss = 0;  // accumulate in double: the norm is computed at least in fp32 (spec)
@@ -15,14 +17,14 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int D, doub
     T r = T(1.0 / std::sqrt(ss / D + eps));
     rstd[i] = r;
     for (int d = 0; d < D; ++d) oi[d] = w[d] * (xi[d] * r);
-  }
+  });
 }
 
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const T* rstd, int N, int D) {
   // y = w * x * r, r = (mean(x^2)+eps)^-1/2:  dx = r * (g*w - x * r^2 * mean(g*w*x))
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* xi = x + size_t(i) * D;
     const T* gi = dout + size_t(i) * D;
     T* dxi = dx + size_t(i) * D;
@@ -31,7 +33,7 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const
     for (int d = 0; d < D; ++d) dot += double(gi[d]) * w[d] * xi[d];
     const T c = T(dot / D) * r * r;
     for (int d = 0; d < D; ++d) dxi[d] += r * (gi[d] * w[d] - xi[d] * c);
-  }
+  });
   // dw[d] += sum_i g[i,d] * x[i,d] * r[i]
   constexpr int kBlock = 64;
 #pragma omp parallel for schedule(static)
@@ -71,8 +73,8 @@ void colsum_product(T* dst, const T* a, const T* b, int N, int D, int lda, int l
 template <class T>
 void res_merge_forward(T* res_out, const T* h, const T* res, const T* hs, const T* hb, const T* rs, const T* rb,
                        int N, int D) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* hi = h + size_t(i) * D;
     const T* ri = res ? res + size_t(i) * D : nullptr;
     T* oi = res_out + size_t(i) * D;
@@ -81,14 +83,14 @@ void res_merge_forward(T* res_out, const T* h, const T* res, const T* hs, const 
       if (ri) v += rs ? (ri[d] + rb[d]) * rs[d] : ri[d];
       oi[d] = v;
     }
-  }
+  });
 }
 
 template <class T>
 void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T* dout, const T* h, const T* res,
                         const T* hs, const T* hb, const T* rs, const T* rb, int N, int D) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* gi = dout + size_t(i) * D;
     T* dhi = dh + size_t(i) * D;
     T* dri = dres ? dres + size_t(i) * D : nullptr;
@@ -96,7 +98,7 @@ void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T*
       dhi[d] += hs ? gi[d] * hs[d] : gi[d];
       if (dri) dri[d] += rs ? gi[d] * rs[d] : gi[d];
     }
-  }
+  });
   if (!hs) return;
   // d hs = sum g * (h + hb); d hb = sum g * hs. The bias is folded in with one extra
   // column sum: sum g*(h+hb) = sum g*h + hb * sum g.
@@ -129,9 +131,10 @@ void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T*
 
 template <class T>
 void embedding_forward(T* out, const int32_t* ids, const T* table, int N, int D) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i)
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
     for (int d = 0; d < D; ++d) out[size_t(i) * D + d] = table[size_t(ids[i]) * D + d];
+  });
 }
 
 template <class T>

@@ -5,9 +5,10 @@
 
 #include <cstring>
 
+#include "core/error.h"
+#include "core/parallel.h"
 #include "kernels/attention.h"
 #include "kernels/conv.h"
-#include "core/error.h"
 #include "kernels/gemm.h"
 
 namespace zaya {
@@ -88,8 +89,8 @@ void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d
 template <class T>
 void cca_qk_mean(T* qk_pre, const T* conv_tall, const T* p, const ModelConfig& c, const CcaDims& d) {
   const Dims z(c, d);
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < z.N; ++i) {
+  parallel_for(z.N, [&](int64_t i_) {
+    const int i = int(i_);
     const T* cr = conv_tall + (size_t(i / d.T) * z.Tr + i % d.T) * z.C;
     const T* pr = p + size_t(i) * z.C;
     T* qr = qk_pre + size_t(i) * z.C;
@@ -104,7 +105,7 @@ void cca_qk_mean(T* qk_pre, const T* conv_tall, const T* p, const ModelConfig& c
         }
         qr[z.QD + g * z.hd + e] = cr[z.QD + g * z.hd + e] + mk / T(z.G);
       }
-  }
+  });
 }
 
 template <class T>
@@ -228,13 +229,13 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   // 3. q-k mean: the conv output gets the gradient as is; q0/k0 through m.
   T* dconv = k.dconv_tall.data();
   T* dp = k.dp_NC.data();
-#pragma omp parallel for schedule(static)
-  for (int r = 0; r < d.B * z.Tr; ++r) {
+  parallel_for(d.B * z.Tr, [&](int64_t r_) {
+    const int r = int(r_);
     const int b = r / z.Tr, t = r % z.Tr;
     T* dcr = dconv + size_t(r) * z.C;
     if (t >= d.T) {
       std::memset(dcr, 0, sizeof(T) * z.C);
-      continue;
+      return;
     }
     const size_t i = size_t(b) * d.T + t;
     const T* g = dpre + i * z.C;
@@ -251,7 +252,7 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
         }
         dpr[z.QD + h * z.hd + e] = dk0;
       }
-  }
+  });
   // 2. convolution
   ConvShape cs{d.B, d.T, z.C, z.hd, c.conv_kernel0, c.conv_kernel1};
   if (shard) {
