@@ -26,14 +26,16 @@ static void pack_w1(T* w1p, const T* w1, const ConvShape& s) {
 
 template <class T>
 void causal_conv_depthwise(T* y0, const T* p, const T* halo, const T* w0, const T* b0, const ConvShape& s) {
-  const int Tr = s.rows_per_batch(), C = s.C, K0 = s.K0;
+  const int Tr = s.rows_per_batch(), C = s.C, K0 = s.K0, P = s.K0 - 1 + s.K1 - 1;
   parallel_for(int64_t(s.B) * Tr, [&](int64_t bj) {
     const int b = int(bj / Tr), j = int(bj % Tr);
     T* yr = y0 + size_t(bj) * C;
-    for (int c = 0; c < C; ++c) {
-      T acc = b0[c];
-      for (int k = 0; k < K0; ++k) acc += w0[size_t(c) * K0 + k] * padded(p, halo, s, b, j + k, c);
-      yr[c] = acc;
+    for (int c = 0; c < C; ++c) yr[c] = b0[c];
+    for (int k = 0; k < K0; ++k) {  // one input row per tap (as padded(), hoisted out of the channel loop)
+      const int m = j + k;
+      const T* src = m >= P ? p + (size_t(b) * s.T + (m - P)) * C : halo ? halo + (size_t(b) * P + m) * C : nullptr;
+      if (!src) continue;  // zero padding
+      for (int c = 0; c < C; ++c) yr[c] += w0[size_t(c) * K0 + k] * src[c];
     }
   });
 }
