@@ -1,7 +1,8 @@
 // Decode attention (few query rows over a KV cache): the float path (AVX-512 where present)
 // and the portable loop against the same attention in double precision, for shapes with a
-// masked tail (Tk not a multiple of 16), G = 1..5 query heads per KV head, hd 16..80 (one
-// to five 16-lane chunks) and batch rows with their own caches.
+// masked tail (Tk not a multiple of 16), G = 1..5 query heads per KV head, hd 16..128 and
+// batch rows with their own caches; and the KV cache's head-major layout against the
+// side-by-side one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,6 +46,25 @@ void check(const Case& c, bool portable) {
     ASSERT_NEAR(of[i], od[i], 2e-5 * (1 + std::fabs(od[i]))) << path << " out " << i << " hd " << c.hd << " Tk " << c.Tk;
   for (size_t i = 0; i < ld.size(); ++i)
     ASSERT_NEAR(lf[i], ld[i], 2e-5 * (1 + std::fabs(ld[i]))) << path << " lse " << i << " hd " << c.hd;
+  // The same K/V in a KV cache's head-major layout [B, Hk, cap, hd]: the very same sums.
+  std::vector<float> kh(kf.size()), vh(vf.size()), oh(of.size()), lh(lf.size());
+  for (int b = 0; b < c.B; ++b)
+    for (int g = 0; g < c.Hk; ++g)
+      for (int u = 0; u < cap; ++u)
+        for (int i = 0; i < c.hd; ++i) {
+          const size_t from = (size_t(b) * cap + u) * KD + size_t(g) * c.hd + i;
+          const size_t to = ((size_t(b) * c.Hk + g) * cap + u) * c.hd + i;
+          kh[to] = kf[from];
+          vh[to] = vf[from];
+        }
+  AttnShape sh = s;
+  sh.ldk = sh.ldv = c.hd;
+  sh.kv_head_major = true;
+  attention_group_force_portable(portable);
+  attention_forward(oh.data(), lh.data(), qf.data(), kh.data(), vh.data(), sh, sf.data());
+  attention_group_force_portable(false);
+  EXPECT_EQ(oh, of) << path << " head-major, hd " << c.hd << " Tq " << c.Tq;
+  EXPECT_EQ(lh, lf) << path << " head-major lse, hd " << c.hd;
 }
 
 }  // namespace
@@ -53,6 +73,7 @@ TEST(AttentionDecode, FloatPathsMatchDouble) {
   const Case cases[] = {
       {1, 1, 1, 4, 1, 16},    {1, 1, 37, 8, 2, 32},  {2, 1, 53, 8, 2, 128}, {2, 3, 40, 10, 2, 80},
       {1, 4, 16, 3, 3, 48},   {3, 2, 129, 5, 1, 64}, {1, 1, 33, 2, 2, 24},  // hd 24: never AVX-512
+      {2, 6, 40, 8, 2, 32},  // 6 query rows: the BLAS path (prefill over a cache)
   };
   for (const Case& c : cases)
     for (bool portable : {false, true}) check(c, portable);

@@ -51,10 +51,9 @@ void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v,
   if constexpr (std::is_same_v<T, float>)
     if (attention_group_avx512_ok(s)) return attention_group_avx512(out, lse, q, k, v, s, b, g, S);
   const int G = s.Hq / s.Hk, hd = s.hd, Tk = s.Tk;
-  const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const T scale = T(1) / std::sqrt(T(hd));
-  const T* kb = k + size_t(b) * kvb * s.ldk + size_t(g) * hd;
-  const T* vb = v + size_t(b) * kvb * s.ldv + size_t(g) * hd;
+  const T* kb = k + s.kv_offset(b, g, s.ldk);
+  const T* vb = v + s.kv_offset(b, g, s.ldv);
   for (int t = 0; t < s.Tq; ++t) {
     const T* qg = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(g) * G * hd;  // the group's G heads, adjacent
     T* og = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(g) * G * hd;
@@ -99,7 +98,6 @@ void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v,
 template <class T>
 void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, T* scratch) {
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
-  const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const T scale = T(1) / std::sqrt(T(s.hd));
   if (s.Tq <= kDirectAttnRows) {
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -114,8 +112,8 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
       T* S = scratch + size_t(omp_get_thread_num()) * s.scratch_per_thread();
       const int g = j / G;
       const T* qb = q + size_t(b) * s.Tq * lq + size_t(j) * s.hd;
-      const T* kb = k + size_t(b) * kvb * lk + size_t(g) * s.hd;
-      const T* vb = v + size_t(b) * kvb * lv + size_t(g) * s.hd;
+      const T* kb = k + s.kv_offset(b, g, lk);
+      const T* vb = v + s.kv_offset(b, g, lv);
       gemm_serial(Trans::N, Trans::T, s.Tq, s.Tk, s.hd, scale, qb, lq, kb, lk, T(0), S, s.Tk);
       scores_to_probs(S, lse + (size_t(b) * s.Hq + j) * s.Tq, false, s);
       gemm_serial(Trans::N, Trans::N, s.Tq, s.hd, s.Tk, T(1), S, s.Tk, vb, lv, T(0),
@@ -127,7 +125,6 @@ template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse, const T* q, const T* k,
                         const T* v, const AttnShape& s, T* scratch) {
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
-  const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const T scale = T(1) / std::sqrt(T(s.hd));
   // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -135,10 +132,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
     for (int g = 0; g < s.Hk; ++g) {
       T* P = scratch + size_t(omp_get_thread_num()) * s.scratch_per_thread();
       T* dP = P + size_t(s.Tq) * s.Tk;
-      const T* kb = k + size_t(b) * kvb * lk + size_t(g) * s.hd;
-      const T* vb = v + size_t(b) * kvb * lv + size_t(g) * s.hd;
-      T* dkb = dk + size_t(b) * kvb * lk + size_t(g) * s.hd;
-      T* dvb = dv + size_t(b) * kvb * lv + size_t(g) * s.hd;
+      const T* kb = k + s.kv_offset(b, g, lk);
+      const T* vb = v + s.kv_offset(b, g, lv);
+      T* dkb = dk + s.kv_offset(b, g, lk);
+      T* dvb = dv + s.kv_offset(b, g, lv);
       for (int j = g * G; j < (g + 1) * G; ++j) {
         const size_t qoff = size_t(b) * s.Tq * lq + size_t(j) * s.hd;
         const size_t ooff = size_t(b) * s.Tq * lo + size_t(j) * s.hd;

@@ -18,6 +18,17 @@ struct AttnShape {
   int B, Tq, Tk, q_pos0, Hq, Hk, hd;
   int ldq, ldk, ldv, ldo;
   int kv_batch_rows = 0;  // rows between batches in k/v (a KV cache's capacity); 0 = Tk
+  // K/V head layout. By default the Hk heads of a position sit side by side in one k/v row
+  // (head g at column g*hd, rows ldk apart). A KV cache is head-major instead,
+  // [B, Hk, kv_batch_rows, hd] with ldk = ldv = hd: the rows decode reads for one head are
+  // one contiguous stream, not 512 B pieces at the stride of all heads.
+  bool kv_head_major = false;
+  // Offset of (batch row b, KV head g)'s first row in k (ld = ldk) or v (ld = ldv).
+  size_t kv_offset(int b, int g, int ld) const {
+    const size_t rows = size_t(kv_batch_rows ? kv_batch_rows : Tk);
+    return kv_head_major ? (size_t(b) * Hk + size_t(g)) * rows * size_t(ld)
+                         : size_t(b) * rows * size_t(ld) + size_t(g) * size_t(hd);
+  }
   // Scratch elements needed by attention_forward/backward for `threads` threads.
   size_t scratch_elems(int threads) const { return size_t(threads) * scratch_per_thread(); }
   size_t scratch_per_thread() const { return size_t(std::max(2 * Tq, Hq / std::max(Hk, 1))) * Tk; }

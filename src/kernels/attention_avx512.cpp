@@ -120,10 +120,9 @@ void attention_group_force_portable(bool on) { g_portable = on; }
 void attention_group_avx512(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s,
                             int b, int g, float* S) {
   const int G = s.Hq / s.Hk, hd = s.hd;
-  const size_t kvb = size_t(s.kv_batch_rows ? s.kv_batch_rows : s.Tk);
   const float scale = 1.f / std::sqrt(float(hd));
-  const float* kb = k + size_t(b) * kvb * s.ldk + size_t(g) * hd;
-  const float* vb = v + size_t(b) * kvb * s.ldv + size_t(g) * hd;
+  const float* kb = k + s.kv_offset(b, g, s.ldk);
+  const float* vb = v + s.kv_offset(b, g, s.ldv);
   for (int t = 0; t < s.Tq; ++t) {
     const float* qg = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(g) * G * hd;
     float* og = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(g) * G * hd;

@@ -35,8 +35,16 @@ void CcaCache<T>::init(const ModelConfig& c, int batch, int max_len) {
   const size_t KD = size_t(c.num_kv_heads) * c.head_dim;
   p_tail_BPC.assign(size_t(batch) * c.conv_pad() * c.conv_channels(), 0);
   x_prev_BD.assign(size_t(batch) * c.hidden_size, 0);
-  k_BSK.assign(size_t(batch) * max_len * KD, 0);
-  v_BSK.assign(size_t(batch) * max_len * KD, 0);
+  k_BGSd.assign(size_t(batch) * max_len * KD, 0);
+  v_BGSd.assign(size_t(batch) * max_len * KD, 0);
+}
+
+template <class T>
+AttnShape CcaCache<T>::attn_shape(const ModelConfig& c, int n) const {
+  const int hd = c.head_dim, QD = c.num_q_heads * hd;
+  AttnShape as{B, n, len + n, len, c.num_q_heads, c.num_kv_heads, hd, c.conv_channels(), hd, hd, QD, capacity};
+  as.kv_head_major = true;
+  return as;
 }
 
 template <class T>
@@ -72,9 +80,12 @@ void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d
   const int KD = c.num_kv_heads * c.head_dim, C = c.conv_channels(), P = c.conv_pad(), D = c.hidden_size;
   for (int b = 0; b < d.B; ++b) {
     for (int t = 0; t < d.T; ++t) {
-      const size_t row = size_t(b) * d.T + t, slot = size_t(b) * cache.capacity + cache.len + t;
-      std::memcpy(&cache.k_BSK[slot * KD], k_new + row * C, sizeof(T) * KD);
-      std::memcpy(&cache.v_BSK[slot * KD], v + row * KD, sizeof(T) * KD);
+      const size_t row = size_t(b) * d.T + t;
+      for (int g = 0; g < c.num_kv_heads; ++g) {  // head-major: [B, Hk, capacity, hd]
+        const size_t at = ((size_t(b) * c.num_kv_heads + g) * cache.capacity + cache.len + t) * c.head_dim;
+        std::memcpy(&cache.k_BGSd[at], k_new + row * C + size_t(g) * c.head_dim, sizeof(T) * c.head_dim);
+        std::memcpy(&cache.v_BGSd[at], v + row * KD + size_t(g) * c.head_dim, sizeof(T) * c.head_dim);
+      }
     }
     // New tail = last P rows of (old tail ++ this chunk's p).
     std::vector<T> joined(size_t(P + d.T) * C);
@@ -173,9 +184,9 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
     attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, qk + z.QD, v, as, k.attn.data());
   } else {
     cca_cache_append(*cache, c, d, qk + z.QD, v, p, x);
-    AttnShape as{d.B, d.T, cache->len + d.T, cache->len, z.Hq, z.Hk, z.hd, z.C, z.KD, z.KD, z.QD, cache->capacity};
+    const AttnShape as = cache->attn_shape(c, d.T);
     k.attn.resize(std::max(k.attn.size(), as.scratch_elems(omp_get_max_threads())));
-    attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, cache->k_BSK.data(), cache->v_BSK.data(), as,
+    attention_forward(s.attn_NQ.data(), s.lse_BHT.data(), qk, cache->k_BGSd.data(), cache->v_BGSd.data(), as,
                       k.attn.data());
     cache->len += d.T;
   }

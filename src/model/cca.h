@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/activations.h"
+#include "kernels/attention.h"
 #include "model/params.h"
 
 namespace zaya {
@@ -42,7 +43,9 @@ struct CcaCache {
   int B = 0, capacity = 0, len = 0;
   std::vector<T> p_tail_BPC;  // [B, P, C]
   std::vector<T> x_prev_BD;   // [B, D]
-  std::vector<T> k_BSK, v_BSK;  // [B, capacity, Hk*hd]
+  std::vector<T> k_BGSd, v_BGSd;  // [B, Hk, capacity, hd]: head-major (AttnShape::kv_head_major)
+  // The attention shape over the cache for `n` new query rows (len: the rows cached before).
+  AttnShape attn_shape(const ModelConfig& c, int n) const;
   void init(const ModelConfig& c, int batch, int max_len);
 };
 

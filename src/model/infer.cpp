@@ -236,11 +236,11 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
   const AttnShape& as = attn_shape_;
   if (team_)
     split(B * as.Hk, [&](int bg) {
-      attention_forward_group(attn_.data(), lse_.data(), qk_.data(), cache.k_BSK.data(), cache.v_BSK.data(), as,
+      attention_forward_group(attn_.data(), lse_.data(), qk_.data(), cache.k_BGSd.data(), cache.v_BGSd.data(), as,
                               bg / as.Hk, bg % as.Hk, &scratch_[size_t(omp_get_thread_num()) * as.scratch_per_thread()]);
     });
   else
-    attention_forward(attn_.data(), lse_.data(), qk_.data(), cache.k_BSK.data(), cache.v_BSK.data(), as,
+    attention_forward(attn_.data(), lse_.data(), qk_.data(), cache.k_BGSd.data(), cache.v_BGSd.data(), as,
                       scratch_.data());
   // 8. o_proj.
   lin(a.o, h_.data(), D, attn_.data(), QD, N);
@@ -262,7 +262,7 @@ void InferDecoder::split(int count, F&& f) {
 void InferDecoder::attention_core(const InferModel::Attn& a, CcaCache<float>& cache, int n) {
   const ModelConfig& c = m_.cfg();
   const int B = batch_, N = B * n, hd = c.head_dim, Hq = c.num_q_heads, Hk = c.num_kv_heads;
-  const int QD = Hq * hd, KD = Hk * hd, C = c.conv_channels(), Tr = n + c.conv_kernel1 - 1;
+  const int QD = Hq * hd, C = c.conv_channels(), Tr = n + c.conv_kernel1 - 1;
   const CcaDims d{B, n, cache.len};
   const float* p = p_.data();
   for (int b = 0; b < B; ++b)
@@ -281,7 +281,7 @@ void InferDecoder::attention_core(const InferModel::Attn& a, CcaCache<float>& ca
   rope_forward(qk, m_.rope, N, n, d.pos0, Hq, hd, C);
   rope_forward(qk + QD, m_.rope, N, n, d.pos0, Hk, hd, C);
   cca_cache_append(cache, c, d, qk + QD, v_.data(), p, x_.data());
-  attn_shape_ = AttnShape{B, n, cache.len + n, cache.len, Hq, Hk, hd, C, KD, KD, QD, cache.capacity};
+  attn_shape_ = cache.attn_shape(c, n);
   const size_t need = attn_shape_.scratch_elems(omp_get_max_threads());
   if (scratch_.size() < need) scratch_.assign(need, 0.f);
   cache.len += n;
