@@ -157,6 +157,36 @@ TEST(InferBf16, PortableAndNativeKernelsAgree) {
   }
 }
 
+// Weights mapped from a safetensors file start anywhere (after a header of any length): the
+// decode kernel aligns its loads and masks each row's ends. W placed 0..31 elements past a
+// 64-byte boundary, with NaN bit patterns in the bytes around it (a masked lane that read
+// them would poison the sums), against the exact reference.
+TEST(InferBf16, DecodeKernelAtEveryAlignment) {
+  for (int M : {1, 3, 6})
+    for (int K : {32, 96, 256})
+      for (int lead : {0, 1, 7, 16, 31}) {
+        const int N = 13;
+        std::vector<float> x(size_t(M) * K);
+        Philox r(uint64_t(K * 31 + lead), 4);
+        for (auto& v : x) v = float(r.normal());
+        // 64-byte aligned storage with room before and after the matrix.
+        std::vector<bf16> store(size_t(N) * K + 256, bf16{0x7fc1});  // NaN everywhere else
+        const uintptr_t a = reinterpret_cast<uintptr_t>(store.data());
+        bf16* W = store.data() + (64 - a % 64) % 64 / 2 + 32 + lead;
+        std::vector<float> wf(size_t(N) * K);
+        for (size_t i = 0; i < wf.size(); ++i) W[i] = to_bf16(float(r.normal())), wf[i] = from_bf16(W[i]);
+        std::vector<float> y(size_t(M) * N, 0.f);
+        linear_bf16(y.data(), N, x.data(), K, W, M, N, K);
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < N; ++j) {
+            double ref = 0;
+            for (int k = 0; k < K; ++k) ref += double(from_bf16(to_bf16(x[size_t(i) * K + k]))) * wf[size_t(j) * K + k];
+            ASSERT_NEAR(y[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref)))
+                << linear_bf16_kernel() << " M " << M << " K " << K << " lead " << lead;
+          }
+      }
+}
+
 // x [M, K] and bf16 W [N, K] with normal entries; wf: W's values as floats.
 static void random_linear(int M, int N, int K, uint64_t seed, std::vector<float>& x, std::vector<bf16>& w,
                           std::vector<float>& wf) {

@@ -23,12 +23,14 @@ std::atomic<bool> g_portable{false};
 bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_features().avx512_bf16; }
 
 // x rows rounded to bf16, K padded with zeros to a multiple of 32 (one vdpbf16ps step).
-void round_rows(std::vector<bf16>& xb, const float* x, int ldx, int M, int K, int Kp) {
+// x rows rounded to bf16 at offset `lead` of rows of Kp elements, zeros around them.
+void round_rows(std::vector<bf16>& xb, const float* x, int ldx, int M, int K, int Kp, int lead = 0) {
   xb.resize(size_t(M) * Kp);
   for (int m = 0; m < M; ++m) {
     bf16* dst = xb.data() + size_t(m) * Kp;
-    convert_to_bf16(x + size_t(m) * ldx, dst, size_t(K));
-    std::fill(dst + K, dst + Kp, bf16{0});
+    std::fill(dst, dst + lead, bf16{0});
+    convert_to_bf16(x + size_t(m) * ldx, dst + lead, size_t(K));
+    std::fill(dst + lead + K, dst + Kp, bf16{0});
   }
 }
 
@@ -81,38 +83,48 @@ constexpr int kPrefetch = 1024;
 // Rows start[p] + r of W, r < count, for S streams p side by side, against exactly MR x rows:
 // with S and MR fixed at compile time the S x MR accumulators and the S loaded vectors stay
 // in registers (with run-time bounds GCC kept them on the stack, a store and a reload per
-// vdpbf16ps).
+// vdpbf16ps). A tensor in a safetensors file starts wherever its header ends, so W's rows
+// are rarely 64-byte aligned and every unaligned load would touch two cache lines: with
+// lead > 0 (W is lead elements past a 64-byte boundary, K % 32 == 0, x shifted by lead) the
+// loads are aligned, the first and last of each row masked to the row.
 template <int S, int MR>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void stream_rows(float* y, int ldy, const bf16* xb, int Kp,
                                                                         const bf16* W, const int* start, int count,
-                                                                        int K, float beta) {
+                                                                        int K, float beta, int lead) {
   const int full = K / 32, rem = K % 32;
   const __mmask32 tail = rem ? (__mmask32(1) << rem) - 1 : 0;
+  const __mmask32 first = ~((__mmask32(1) << lead) - 1), last = (__mmask32(1) << lead) - 1;
   for (int r = 0; r < count; ++r) {
     const bf16* wr[S];
-    for (int p = 0; p < S; ++p) wr[p] = W + size_t(start[p] + r) * K;
+    for (int p = 0; p < S; ++p) wr[p] = W + size_t(start[p] + r) * K - lead;
     __m512 acc[MR][S];  // one chain per (x row, stream): S chains cover vdpbf16ps latency
     for (int i = 0; i < MR; ++i)
       for (int p = 0; p < S; ++p) acc[i][p] = _mm512_setzero_ps();
-    for (int s = 0; s < full; ++s) {
-      const int k = s * 32;
-      __m512i w[S];
-      for (int p = 0; p < S; ++p) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[p] + k) + kPrefetch, _MM_HINT_T0);  // never faults
-        w[p] = _mm512_loadu_si512(wr[p] + k);
-      }
+    const auto step = [&](int k, const __m512i* w) {
       for (int i = 0; i < MR; ++i) {
         const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + size_t(i) * Kp + k);
         for (int p = 0; p < S; ++p) acc[i][p] = _mm512_dpbf16_ps(acc[i][p], xv, (__m512bh)w[p]);
       }
+    };
+    __m512i w[S];
+    if (lead) {  // the row's first elements: lanes lead..31 of the first aligned chunk
+      for (int p = 0; p < S; ++p) w[p] = _mm512_maskz_loadu_epi16(first, wr[p]);
+      step(0, w);
     }
-    if (rem) {
-      const int k = full * 32;
+    for (int s = lead ? 1 : 0; s < full; ++s) {  // whole chunks
+      const int k = s * 32;
       for (int p = 0; p < S; ++p) {
-        const __m512i w = _mm512_maskz_loadu_epi16(tail, wr[p] + k);
-        for (int i = 0; i < MR; ++i)
-          acc[i][p] = _mm512_dpbf16_ps(acc[i][p], (__m512bh)_mm512_loadu_si512(xb + size_t(i) * Kp + k), (__m512bh)w);
+        _mm_prefetch(reinterpret_cast<const char*>(wr[p] + k) + kPrefetch, _MM_HINT_T0);  // never faults
+        w[p] = _mm512_loadu_si512(wr[p] + k);
       }
+      step(k, w);
+    }
+    if (lead) {  // the row's last elements: lanes 0..lead-1 of the chunk after
+      for (int p = 0; p < S; ++p) w[p] = _mm512_maskz_loadu_epi16(last, wr[p] + size_t(full) * 32);
+      step(full * 32, w);
+    } else if (rem) {
+      for (int p = 0; p < S; ++p) w[p] = _mm512_maskz_loadu_epi16(tail, wr[p] + size_t(full) * 32);
+      step(full * 32, w);
     }
     for (int p = 0; p < S; ++p)
       for (int i = 0; i < MR; ++i) {
@@ -126,14 +138,15 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void stream_rows(float* y
 // Rows [n0, n1) as S parts whose lengths differ by at most one: all S streams for the
 // common length, then the parts' extra rows one stream each.
 template <int S, int MR>
-void streams_native(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int n1, int K, float beta) {
+void streams_native(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int n1, int K, float beta,
+                    int lead) {
   const int rows = n1 - n0, base = rows / S, extra = rows % S;
   int start[S];
   for (int p = 0; p < S; ++p) start[p] = n0 + p * base + std::min(p, extra);
-  if (base > 0) stream_rows<S, MR>(y, ldy, xb, Kp, W, start, base, K, beta);
+  if (base > 0) stream_rows<S, MR>(y, ldy, xb, Kp, W, start, base, K, beta, lead);
   for (int p = 0; p < extra; ++p) {
     const int row = start[p] + base;
-    stream_rows<1, MR>(y, ldy, xb, Kp, W, &row, 1, K, beta);
+    stream_rows<1, MR>(y, ldy, xb, Kp, W, &row, 1, K, beta, lead);
   }
 }
 
@@ -141,18 +154,26 @@ void streams_native(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, in
 constexpr int kStreamRows = 8;
 constexpr int kStreams = 4;  // 8 streams read slower than 4 (45 against 56 GB/s)
 
-void decode_rows(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int n1, int M, int K, float beta) {
+// Elements between W and the 64-byte boundary before it, when every row starts as far from
+// one (K % 32 == 0); 0 otherwise (then loads are unaligned).
+int weight_lead(const bf16* W, int K) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(W);
+  return K % 32 == 0 && a % 2 == 0 ? int(a % 64 / 2) : 0;
+}
+
+void decode_rows(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int n1, int M, int K, float beta,
+                 int lead) {
   switch (M) {
-    case 1: return streams_native<kStreams, 1>(y, ldy, xb, Kp, W, n0, n1, K, beta);
-    case 2: return streams_native<kStreams, 2>(y, ldy, xb, Kp, W, n0, n1, K, beta);
-    case 3: return streams_native<kStreams, 3>(y, ldy, xb, Kp, W, n0, n1, K, beta);
-    case 4: return streams_native<kStreams, 4>(y, ldy, xb, Kp, W, n0, n1, K, beta);
+    case 1: return streams_native<kStreams, 1>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
+    case 2: return streams_native<kStreams, 2>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
+    case 3: return streams_native<kStreams, 3>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
+    case 4: return streams_native<kStreams, 4>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
     // Batched decode: 3 streams x up to 8 x rows keep 24 accumulators in registers (batch 8
     // on ZAYA1-base: 172-178 ms/step, 2 streams 194-204, the block kernel 236-241).
-    case 5: return streams_native<3, 5>(y, ldy, xb, Kp, W, n0, n1, K, beta);
-    case 6: return streams_native<3, 6>(y, ldy, xb, Kp, W, n0, n1, K, beta);
-    case 7: return streams_native<3, 7>(y, ldy, xb, Kp, W, n0, n1, K, beta);
-    default: return streams_native<3, 8>(y, ldy, xb, Kp, W, n0, n1, K, beta);
+    case 5: return streams_native<3, 5>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
+    case 6: return streams_native<3, 6>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
+    case 7: return streams_native<3, 7>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
+    default: return streams_native<3, 8>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
   }
 }
 
@@ -224,9 +245,10 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
       linear_bf16_team(y, ldy, x, ldx, W, M, N, K, beta);
       return;
     }
+    const int lead = weight_lead(W, K), Kl = (K + lead + 31) / 32 * 32;
     static thread_local std::vector<bf16> xs;
-    round_rows(xs, x, ldx, M, K, Kp);
-    decode_rows(y, ldy, xs.data(), Kp, W, 0, N, M, K, beta);
+    round_rows(xs, x, ldx, M, K, Kl, lead);
+    decode_rows(y, ldy, xs.data(), Kl, W, 0, N, M, K, beta, lead);
     return;
   }
   static thread_local std::vector<bf16> xb;
@@ -244,17 +266,19 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
 void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
   if (M <= 0 || N <= 0) return;
   // Each thread rounds x itself (a few KB): cheaper than a barrier.
-  const int Kp = (K + 31) / 32 * 32;
   static thread_local std::vector<bf16> xb;
-  round_rows(xb, x, ldx, M, K, Kp);
   if (use_native() && M <= kStreamRows) {
+    const int lead = weight_lead(W, K), Kl = (K + lead + 31) / 32 * 32;
+    round_rows(xb, x, ldx, M, K, Kl, lead);
     // One contiguous range of rows per thread (2, 4 or geometrically shrinking ranges per
     // thread, taken dynamically, were no faster: each range's streams ramp up anew).
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int n0 = int(int64_t(N) * t / nt), n1 = int(int64_t(N) * (t + 1) / nt);
-    if (n1 > n0) decode_rows(y, ldy, xb.data(), Kp, W, n0, n1, M, K, beta);
+    if (n1 > n0) decode_rows(y, ldy, xb.data(), Kl, W, n0, n1, M, K, beta, lead);
     return;
   }
+  const int Kp = (K + 31) / 32 * 32;
+  round_rows(xb, x, ldx, M, K, Kp);
   // Dynamic chunks: a thread slowed down (the other tenants of a VM, a page walk) does not
   // hold the team at the barrier.
   const int blocks = (N + kRows - 1) / kRows, chunk = std::max(1, blocks / 16);

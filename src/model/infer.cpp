@@ -147,6 +147,12 @@ void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int l
   }
 }
 
+void InferDecoder::barrier() {
+  if (team_) {
+#pragma omp barrier
+  }
+}
+
 template <class F>
 void InferDecoder::serial(F&& f) {
   if (!team_) {
@@ -328,14 +334,25 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
       if (e != skip) std::memcpy(&xe_[size_t(slot_row_[q]) * D], x + (q / K) * D, sizeof(float) * D);
     }
   });
+  // Every chosen expert's fc1, one SwiGLU over all routed rows, then every fc2: the team
+  // streams from one expert's weights to the next with no barrier in between (batched decode
+  // routes its rows to up to B*K experts per layer).
+  const int routed = int(expert_start_[size_t(E)]);
   for (int e = 0; e < E; ++e) {
     const int cnt = int(expert_count_[size_t(e)]);
     if (!cnt) continue;
     const size_t row = size_t(expert_start_[size_t(e)]);
-    lin(m.fc1[size_t(e)], u_.data(), F, &xe_[row * D], D, cnt);
-    serial([&] { swiglu_forward(act_.data(), u_.data(), cnt, F); });
-    lin(m.fc2[size_t(e)], &ye_[row * D], D, act_.data(), F / 2, cnt);
+    lin(m.fc1[size_t(e)], &u_[row * F], F, &xe_[row * D], D, cnt, 0.f, false);
   }
+  barrier();
+  serial([&] { swiglu_forward(act_.data(), u_.data(), routed, F); });
+  for (int e = 0; e < E; ++e) {
+    const int cnt = int(expert_count_[size_t(e)]);
+    if (!cnt) continue;
+    const size_t row = size_t(expert_start_[size_t(e)]);
+    lin(m.fc2[size_t(e)], &ye_[row * D], D, &act_[row * (F / 2)], F / 2, cnt, 0.f, false);
+  }
+  barrier();
   // Combine: sum over slots of gate * (expert output, or x for the skip class).
   serial([&] {
     float* out = h_.data();

@@ -105,6 +105,7 @@ class InferDecoder {
   // at the barrier that ends it).
   template <class F>
   void serial(F&& f);
+  void barrier();  // in team mode, all threads meet (the products before it are complete)
 
   static constexpr int kTeamRows = 32;
   bool team_ = false;
