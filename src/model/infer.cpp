@@ -301,6 +301,10 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
   float* prob = prob_.data();
   // Router (as moe_forward): down-projection + EDA, RMSNorm, 2 x (linear + GELU), softmax.
   lin(m.down, r, R, x, D, N);
+  // The rest of the router is small (R x R twice and NC x R: ~270 KB for ZAYA1): one thread
+  // runs it with the norm, the activations and the routing, instead of three team products
+  // and five barriers. In a team the products run on that thread (linear_bf16 inside a region).
+  for (const Linear* l : {&m.mlp0, &m.mlp2, &m.mlp4}) count_read(*l);
   serial([&] {
     for (int i = 0; i < N; ++i)
       for (int j = 0; j < R; ++j) {
@@ -309,14 +313,12 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
         if (m.eda && r_prev) v += m.eda[j] * r_prev[size_t(i) * R + j];
       }
     rmsnorm_forward(zn_.data(), rstd_.data(), r, m.norm, N, R, c.router_norm_eps);
-  });
-  lin(m.mlp0, h0_.data(), R, zn_.data(), R, N);
-  serial([&] { bias_gelu_forward(h0_.data(), pre_.data(), m.mlp0_b, N, R); });
-  lin(m.mlp2, h2_.data(), R, h0_.data(), R, N);
-  serial([&] { bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R); });
-  lin(m.mlp4, prob, NC, h2_.data(), R, N);
-  // Rows grouped by expert: each chosen expert's weights are read once for all its rows.
-  serial([&] {
+    m.mlp0.apply(h0_.data(), R, zn_.data(), R, N);
+    bias_gelu_forward(h0_.data(), pre_.data(), m.mlp0_b, N, R);
+    m.mlp2.apply(h2_.data(), R, h0_.data(), R, N);
+    bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R);
+    m.mlp4.apply(prob, NC, h2_.data(), R, N);
+    // Rows grouped by expert: each chosen expert's weights are read once for all its rows.
     softmax_forward(prob, prob, N, NC);
     for (int i = 0; i < N; ++i)
       route_token(prob + size_t(i) * NC, m.balancing_bias, NC, K, skip, &choice_[size_t(i) * K],
