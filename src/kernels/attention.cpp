@@ -12,6 +12,18 @@
 
 namespace zaya {
 
+// row[0, n) <- softmax(row[0, n)); returns the log-sum-exp.
+template <class T>
+static T softmax_row(T* row, int n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int u = 0; u < n; ++u) m = std::max(m, row[u]);
+  T sum = 0;
+  for (int u = 0; u < n; ++u) sum += (row[u] = std::exp(row[u] - m));
+  const T inv = T(1) / sum;
+  for (int u = 0; u < n; ++u) row[u] *= inv;
+  return m + std::log(sum);
+}
+
 // S = scale * Q K^T over the causal window, then rows turned into probabilities using
 // either a fresh max/sum (forward: writes lse) or a saved lse (backward).
 template <class T>
@@ -20,29 +32,13 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s)
     T* row = S + size_t(t) * s.Tk;
     const int last = std::min(s.Tk - 1, s.q_pos0 + t);  // keys 0..last are visible
     if (!have_lse) {
-      T m = -std::numeric_limits<T>::infinity();
-      for (int u = 0; u <= last; ++u) m = std::max(m, row[u]);
-      T sum = 0;
-      for (int u = 0; u <= last; ++u) sum += (row[u] = std::exp(row[u] - m));
-      const T inv = T(1) / sum;
-      for (int u = 0; u <= last; ++u) row[u] *= inv;
-      lse_row[t] = m + std::log(sum);
+      lse_row[t] = softmax_row(row, last + 1);
     } else {
       const T l = lse_row[t];
       for (int u = 0; u <= last; ++u) row[u] = std::exp(row[u] - l);
     }
     for (int u = last + 1; u < s.Tk; ++u) row[u] = 0;
   }
-}
-
-// The cached rows are hd elements at a stride of all KV heads: the hardware prefetchers do
-// not run ahead of such short strided reads, and decode at 512 cached positions spent more
-// time waiting on them than on the math. Prefetches never fault (past the end included).
-constexpr int kAttnPrefetchRows = 8;
-template <class T>
-static void prefetch_row(const T* p, int n) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (size_t off = 0; off < sizeof(T) * size_t(n); off += 64) __builtin_prefetch(c + off);
 }
 
 template <class T>
@@ -70,16 +66,8 @@ void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v,
         S[size_t(jj) * Tk + u] = d * scale;
       }
     }
-    for (int jj = 0; jj < G; ++jj) {
-      T* row = S + size_t(jj) * Tk;
-      T m = -std::numeric_limits<T>::infinity();
-      for (int u = 0; u <= last; ++u) m = std::max(m, row[u]);
-      T sum = 0;
-      for (int u = 0; u <= last; ++u) sum += (row[u] = std::exp(row[u] - m));
-      const T inv = T(1) / sum;
-      for (int u = 0; u <= last; ++u) row[u] *= inv;
-      lse[(size_t(b) * s.Hq + size_t(g) * G + jj) * s.Tq + t] = m + std::log(sum);
-    }
+    for (int jj = 0; jj < G; ++jj)
+      lse[(size_t(b) * s.Hq + size_t(g) * G + jj) * s.Tq + t] = softmax_row(S + size_t(jj) * Tk, last + 1);
     // Values: likewise each V row once; the G output rows stay in L1.
     std::fill(og, og + size_t(G) * hd, T(0));
     for (int u = 0; u <= last; ++u) {

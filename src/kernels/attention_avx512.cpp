@@ -26,20 +26,12 @@ namespace {
 
 std::atomic<bool> g_portable{false};
 
-// Cached rows are hd floats at a stride of all KV heads: the hardware prefetchers do not run
-// ahead of such short strided reads. Prefetches never fault (past the end included).
-constexpr int kAhead = 8;
-
-inline void prefetch_row(const float* p, int hd) {
-  for (int i = 0; i < hd; i += 16) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
-}
-
 __attribute__((target("avx512f"))) void scores(float* S, int Tk, const float* qg, const float* kb, int ldk, int hd,
                                                int G, int n, float scale) {
   const int C = hd / 16;
   for (int u = 0; u < n; ++u) {
     const float* kr = kb + size_t(u) * ldk;
-    prefetch_row(kr + size_t(kAhead) * ldk, hd);
+    prefetch_row(kr + size_t(kAttnPrefetchRows) * ldk, hd);
     for (int j = 0; j < G; ++j) {
       const float* qr = qg + size_t(j) * hd;
       __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
@@ -94,8 +86,7 @@ __attribute__((target("avx512f"))) void values(float* og, const float* P, int Tk
         for (int c = 0; c < 4; ++c) acc[j][c] = _mm512_setzero_ps();
       for (int u = 0; u < n; ++u) {
         const float* vr = vb + size_t(u) * ldv + 16 * c0;
-        _mm_prefetch(reinterpret_cast<const char*>(vr + size_t(kAhead) * ldv), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(vr + size_t(kAhead) * ldv + 32), _MM_HINT_T0);
+        prefetch_row(vr + size_t(kAttnPrefetchRows) * ldv, 64);
         __m512 vv[4];
         for (int c = 0; c < 4; ++c) vv[c] = c < cn ? _mm512_loadu_ps(vr + 16 * c) : _mm512_setzero_ps();
         for (int j = 0; j < 4; ++j) {

@@ -1,5 +1,7 @@
 // AVX-512 form of attention_forward_group for float (decode): see attention_avx512.cpp.
 #pragma once
+#include <cstddef>
+
 #include "kernels/attention.h"
 
 namespace zaya {
@@ -12,5 +14,16 @@ void attention_group_avx512(float* out, float* lse, const float* q, const float*
                             int b, int g, float* scratch);
 // Tests: run the portable loop even where AVX-512 is available.
 void attention_group_force_portable(bool on);
+
+// Decode reads cached K/V rows of hd elements one after another; the hardware prefetchers
+// do not run far enough ahead of such short reads (at 512 cached positions decode waited
+// on them more than on the math), so both forms prefetch the row kAttnPrefetchRows ahead.
+// Prefetches never fault (past the end included).
+constexpr int kAttnPrefetchRows = 8;
+template <class T>
+inline void prefetch_row(const T* p, int n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t off = 0; off < sizeof(T) * size_t(n); off += 64) __builtin_prefetch(c + off);
+}
 
 }  // namespace zaya

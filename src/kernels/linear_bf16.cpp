@@ -22,8 +22,8 @@ std::atomic<bool> g_portable{false};
 
 bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_features().avx512_bf16; }
 
-// x rows rounded to bf16, K padded with zeros to a multiple of 32 (one vdpbf16ps step).
-// x rows rounded to bf16 at offset `lead` of rows of Kp elements, zeros around them.
+// x rows rounded to bf16 at offset `lead` of rows of Kp elements (a multiple of 32: one
+// vdpbf16ps step), zeros around them.
 void round_rows(std::vector<bf16>& xb, const float* x, int ldx, int M, int K, int Kp, int lead = 0) {
   xb.resize(size_t(M) * Kp);
   for (int m = 0; m < M; ++m) {
@@ -177,6 +177,16 @@ void decode_rows(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n
   }
 }
 
+// Rows [n0, n1) of a decode product on this thread: x rounded (shifted for aligned loads of
+// W) into this thread's buffer, then the stream kernel.
+void decode_range(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int K, float beta, int n0,
+                  int n1) {
+  const int lead = weight_lead(W, K), Kl = (K + lead + 31) / 32 * 32;
+  static thread_local std::vector<bf16> xl;
+  round_rows(xl, x, ldx, M, K, Kl, lead);
+  if (n1 > n0) decode_rows(y, ldy, xl.data(), Kl, W, n0, n1, M, K, beta, lead);
+}
+
 void block_portable(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int nr, int m0, int mr, int K,
                     float beta) {
   float w[512];
@@ -245,11 +255,7 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
       linear_bf16_team(y, ldy, x, ldx, W, M, N, K, beta);
       return;
     }
-    const int lead = weight_lead(W, K), Kl = (K + lead + 31) / 32 * 32;
-    static thread_local std::vector<bf16> xs;
-    round_rows(xs, x, ldx, M, K, Kl, lead);
-    decode_rows(y, ldy, xs.data(), Kl, W, 0, N, M, K, beta, lead);
-    return;
+    return decode_range(y, ldy, x, ldx, W, M, K, beta, 0, N);
   }
   static thread_local std::vector<bf16> xb;
   round_rows(xb, x, ldx, M, K, Kp);
@@ -266,17 +272,13 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
 void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
   if (M <= 0 || N <= 0) return;
   // Each thread rounds x itself (a few KB): cheaper than a barrier.
-  static thread_local std::vector<bf16> xb;
   if (use_native() && M <= kStreamRows) {
-    const int lead = weight_lead(W, K), Kl = (K + lead + 31) / 32 * 32;
-    round_rows(xb, x, ldx, M, K, Kl, lead);
     // One contiguous range of rows per thread (2, 4 or geometrically shrinking ranges per
     // thread, taken dynamically, were no faster: each range's streams ramp up anew).
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int n0 = int(int64_t(N) * t / nt), n1 = int(int64_t(N) * (t + 1) / nt);
-    if (n1 > n0) decode_rows(y, ldy, xb.data(), Kl, W, n0, n1, M, K, beta, lead);
-    return;
+    return decode_range(y, ldy, x, ldx, W, M, K, beta, int(int64_t(N) * t / nt), int(int64_t(N) * (t + 1) / nt));
   }
+  static thread_local std::vector<bf16> xb;
   const int Kp = (K + 31) / 32 * 32;
   round_rows(xb, x, ldx, M, K, Kp);
   // Dynamic chunks: a thread slowed down (the other tenants of a VM, a page walk) does not
