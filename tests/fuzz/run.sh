@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/CMakeLists.txt, clang, ASan + UBSan) and runs them.
+#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]
+# Each target first replays its seed corpus (tests/fuzz/corpus/<target>/, which also holds
+# every crash ever found and fixed), then fuzzes for SECONDS (0: replay only). New inputs go
+# to BUILD_DIR/work/<target>/, never into the repository; a crash, leak, sanitizer report
+# or an input slower than FUZZ_TIMEOUT seconds leaves its input in BUILD_DIR/artifacts/ and
+# fails the run. Prints one line per target: executions, corpus size, result.
+# Environment: FUZZ_TIMEOUT (per input, default 10; `make fuzz` uses 1), FUZZ_RSS_MB
+# (default 2560), FUZZ_JOBS (build parallelism, default 2), CXX_FUZZ (default clang++-14).
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+mkdir -p "$1"; build="$(cd "$1" && pwd)"; secs="$2"; shift 2
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors hf_index hf_config model_toml run_toml ckpt_manifest tokenizer shard ids nccl bench_profile)
+cxx="${CXX_FUZZ:-clang++-14}"
+command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (make deps installs clang-14)"; exit 1; }
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$here" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" >"$build.configure.log" 2>&1 ||
+    { cat "$build.configure.log"; exit 1; }
+  rm -f "$build.configure.log"
+fi
+t0=$(date +%s)
+cmake --build "$build" -j "${FUZZ_JOBS:-2}" >"$build/build.log" 2>&1 || { tail -50 "$build/build.log"; exit 1; }
+echo "fuzz: built $build in $(( $(date +%s) - t0 )) s"
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$here/ubsan.supp:${UBSAN_OPTIONS:-}"
+mkdir -p "$build/artifacts"
+status=0
+printf '%-16s %12s %8s %8s  %s\n' target executions exec/s corpus result
+for t in "${targets[@]}"; do
+  bin="$build/fuzz_$t"
+  work="$build/work/$t"
+  mkdir -p "$work"
+  log="$build/work/$t.log"
+  args=(-timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb="${FUZZ_RSS_MB:-2560}" -print_final_stats=1
+        -artifact_prefix="$build/artifacts/$t-" -dict="$here/fuzz.dict")
+  if [ "$secs" -gt 0 ]; then
+    args+=(-max_total_time="$secs")
+  else
+    args+=(-runs=0)
+  fi
+  t1=$(date +%s)
+  (cd "$build/work" && "$bin" "${args[@]}" "$work" "$here/corpus/$t") >"$log" 2>&1
+  rc=$?
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)
+  persec=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}' | tail -1)
+  ncorp=$(ls "$work" "$here/corpus/$t" 2>/dev/null | grep -vc ':$')
+  if [ $rc -eq 0 ]; then
+    res="ok ($(( $(date +%s) - t1 )) s)"
+  else
+    res="FAILED rc=$rc, log $log"
+    status=1
+  fi
+  printf '%-16s %12s %8s %8s  %s\n' "$t" "${execs:-?}" "${persec:-?}" "$ncorp" "$res"
+  if [ $rc -ne 0 ]; then
+    grep -E 'ERROR|SUMMARY|Test unit written|runtime error|==[0-9]+==' "$log" | head -8 | sed 's/^/    /'
+  fi
+done
+exit $status
