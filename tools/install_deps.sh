@@ -12,6 +12,7 @@ PKGS=(
   python3 python3-torch python3-numpy python3-matplotlib
   bible-kjv
   nodejs
+  clang-14 lld-14 libclang-rt-14-dev libfuzzer-14-dev  # tests/fuzz: libFuzzer, ASan, UBSan
 )
 missing=()
 for p in "${PKGS[@]}"; do
