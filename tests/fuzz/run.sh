@@ -30,7 +30,7 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$here/ubsan.supp:${UBSAN_OPTIONS:-}"
 mkdir -p "$build/artifacts"
 status=0
-printf '%-16s %12s %8s %8s  %s\n' target executions exec/s corpus result
+printf '%-16s %12s %8s %8s %8s %8s  %s\n' target executions exec/s corpus slowest rss_mb result
 for t in "${targets[@]}"; do
   bin="$build/fuzz_$t"
   work="$build/work/$t"
@@ -46,8 +46,9 @@ for t in "${targets[@]}"; do
   t1=$(date +%s)
   (cd "$build/work" && "$bin" "${args[@]}" "$work" "$here/corpus/$t") >"$log" 2>&1
   rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)
-  persec=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}' | tail -1)
+  fz_stat() { awk -v k="stat::$1:" '$1 == k {v = $2} END {print v}' "$log"; }
+  execs=$(fz_stat number_of_executed_units) persec=$(fz_stat average_exec_per_sec)
+  slow=$(fz_stat slowest_unit_time_sec) rss=$(fz_stat peak_rss_mb)
   ncorp=$(ls "$work" "$here/corpus/$t" 2>/dev/null | grep -vc ':$')
   if [ $rc -eq 0 ]; then
     res="ok ($(( $(date +%s) - t1 )) s)"
@@ -55,7 +56,7 @@ for t in "${targets[@]}"; do
     res="FAILED rc=$rc, log $log"
     status=1
   fi
-  printf '%-16s %12s %8s %8s  %s\n' "$t" "${execs:-?}" "${persec:-?}" "$ncorp" "$res"
+  printf '%-16s %12s %8s %8s %8s %8s  %s\n' "$t" "${execs:-?}" "${persec:-?}" "$ncorp" "${slow:-?}s" "${rss:-?}" "$res"
   if [ $rc -ne 0 ]; then
     grep -E 'ERROR|SUMMARY|Test unit written|runtime error|==[0-9]+==' "$log" | head -8 | sed 's/^/    /'
   fi
