@@ -18,6 +18,7 @@ MPIRUN=(mpirun --oversubscribe)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+source tests/lib/compare.sh  # compare_losses: NaN fails (negative control in tests/compare_nan.sh)
 LOSS_TOL=1e-6
 W_TOL=3e-5
 
@@ -29,10 +30,8 @@ check() {  # name np args...
   timeout 300 "${MPIRUN[@]}" -np "$np" "$ZAYA" dist-check --steps 20 --comm-timeout 60 \
     --compare "$T/w1.bin" --tol "$W_TOL" "$@" > "$T/$name.txt" 2>&1 || { cat "$T/$name.txt"; fail "$name: run failed"; }
   grep -q "^dist-check: world $np " "$T/$name.txt" || fail "$name: not $np ranks"
-  paste <(grep '^step' "$T/l1.txt" | awk '{print $4}') <(grep '^step' "$T/$name.txt" | awk '{print $4}') |
-    awk -v tol="$LOSS_TOL" -v n="$name" '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d; c++}
-      END {printf "%s: 20-step max |loss diff| %.3g, ", n, m; if (c != 20 || m > tol) exit 1}' ||
-    fail "$name: losses differ from world 1 by more than $LOSS_TOL"
+  paste -d ' ' <(grep '^step' "$T/l1.txt" | awk '{print $4}') <(grep '^step' "$T/$name.txt" | awk '{print $4}') |
+    compare_losses "$name" "$LOSS_TOL" 20 || fail "$name: losses differ from world 1 by more than $LOSS_TOL"
   grep '^compare:' "$T/$name.txt"
 }
 check dp2 2

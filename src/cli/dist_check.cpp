@@ -178,13 +178,23 @@ void run(const Args& a) {
     i.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * sizeof(float)));
     ZAYA_CHECK(i.gcount() == std::streamsize(ref.size() * sizeof(float)) && i.peek() == EOF, "dist-check: ", a.compare,
                " does not hold ", ref.size(), " fp32 parameters");
+    // std::max(x, NaN) keeps x and NaN > tol is false: non-finite weights are counted apart
+    // and fail the check, even when both sides hold the same NaN (a diverged run).
     double dmax = 0, rmax = 0;
+    size_t nonfinite = 0;
     for (size_t k = 0; k < full.size(); ++k) {
+      if (!std::isfinite(full[k]) || !std::isfinite(ref[k])) {
+        ++nonfinite;
+        continue;
+      }
       const double d = std::fabs(double(full[k]) - ref[k]);
       dmax = std::max(dmax, d);
       rmax = std::max(rmax, d / std::max(std::fabs(double(ref[k])), 1e-3));
     }
-    std::printf("compare: max_abs_diff %.3g max_rel_diff %.3g (tol %.3g) vs %s\n", dmax, rmax, a.tol, a.compare.c_str());
+    std::printf("compare: max_abs_diff %.3g max_rel_diff %.3g (tol %.3g), %zu non-finite, vs %s\n", dmax, rmax, a.tol,
+                nonfinite, a.compare.c_str());
+    ZAYA_CHECK(nonfinite == 0, "dist-check: ", nonfinite, " weights are NaN or infinite (in this run or in ", a.compare,
+               ")");
     ZAYA_CHECK(dmax <= a.tol, "dist-check: weights differ from ", a.compare, " by ", dmax, " > tolerance ", a.tol);
   }
 }

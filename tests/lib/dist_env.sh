@@ -1,10 +1,12 @@
 # Shared set-up of the distributed training script tests (sourced, not a test itself):
-# mpirun flags, a temp dir, the KJV sample prepared with a 384-piece vocabulary, a 20-step
-# run config (configs/zaya1-tiny.toml: 8 experts, Muon, bias balancing, grad clip, global
-# batch 8 x 32, micro-batch 2, checkpoints every 10 steps) and helpers:
+# mpirun flags, a temp dir, the KJV sample prepared with a 384-piece vocabulary, a run config
+# of DIST_STEPS steps (20 unless set before sourcing; configs/zaya1-tiny.toml: 8 experts,
+# Muon, bias balancing, grad clip, global batch 8 x 32, micro-batch 2, checkpoints every 10
+# steps, the last 3 kept) and helpers:
 #   train NAME NP [zaya train args...]   run into $T/NAME (NP=1: no mpirun)
 #   losses DIR                           the per-step losses from DIR/metrics.jsonl
-#   same_losses A B TOL [N]              N (20) steps of A and B within TOL
+#   same_losses A B TOL [N]              the N (20) steps B recorded against A's, within TOL,
+#                                        every loss a finite number (tests/lib/compare.sh)
 # Needs: ZAYA (absolute path to the binary), run from the repository root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 PY=${ZAYA_PYTHON:-/usr/bin/python3}
@@ -14,6 +16,8 @@ MPIRUN=(mpirun --oversubscribe)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+source tests/lib/compare.sh
+DIST_STEPS=${DIST_STEPS:-20}
 
 "$ZAYA" prepare --input tests/data/kjv_sample.txt --out "$T/data" --vocab-size 384 --val-fraction 0.1 > "$T/prep.log" 2>&1 ||
   { cat "$T/prep.log"; fail "prepare"; }
@@ -30,7 +34,7 @@ name = "kjv"
 dir = "$T/data"
 [[phases]]
 name = "base"
-tokens = 5120
+tokens = $((DIST_STEPS * 256))
 seq_len = 32
 rope_theta = 10000.0
 mixture = { kjv = 1.0 }
@@ -68,10 +72,4 @@ train() {
     timeout 600 "${MPIRUN[@]}" -np "$np" "$ZAYA" train --config "$T/run.toml" --out "$T/$name" --quiet "$@" \
       > "$T/$name.log" 2>&1 || { cat "$T/$name.log"; fail "$name: run failed"; }
   fi
-}
-same_losses() {
-  paste <(losses "$T/$1") <(losses "$T/$2") | awk -v tol="$3" -v want="${4:-20}" -v n="$1 vs $2" \
-    '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d; c++}
-     END {printf "%s: %d steps, max |loss diff| %.3g\n", n, c, m; if (c != want || m > tol) exit 1}' ||
-    fail "$1 vs $2: losses differ by more than $3"
 }
