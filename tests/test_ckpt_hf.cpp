@@ -1,19 +1,24 @@
 // Checkpoint <-> HF conversion (`zaya ckpt export-hf / import-hf / diff`): a trainer-style
 // checkpoint with tensors sliced across rank files exports and imports back to identical
-// logits; bf16 export rounds within bf16 precision; every bad input is a one-line error that
-// leaves nothing at the destination; the CLI prints and exits as documented.
+// logits; bf16 export rounds within bf16 precision; every bad input (a tensor named twice in
+// a header, an index naming a missing shard or tensor) is a one-line error that leaves
+// nothing at the destination; the CLI prints and exits as documented and takes the `latest`
+// pointer file wherever a checkpoint is named.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
 #include "ckpt/hf_convert.h"
+#include "ckpt/hf_mmap.h"
 #include "core/error.h"
 #include "test_util.h"
 
@@ -324,4 +329,144 @@ TEST(CkptHf, CliConvertsInspectsDiffsAndScores) {
   std::tie(rc, out) = zaya_cli("ckpt diff " + t / "run" + " " + t / "run2 --tol 0.1");
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(out.find("exceed"), std::string::npos) << out;
+}
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Rewrites a safetensors file with its first tensor's header entry written twice (same
+// offsets): a parser that keeps the last duplicate would read the file as before.
+std::string duplicate_first_entry(const std::string& path) {
+  const std::string bytes = read_all(path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  const nlohmann::json h = nlohmann::json::parse(bytes.substr(8, n));
+  auto it = h.begin();
+  if (it.key() == "__metadata__") ++it;
+  const std::string name = it.key();
+  std::string header = "{" + nlohmann::json(name).dump() + ":" + it.value().dump() + "," + bytes.substr(9, n - 1);
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[size_t(i)] = char(uint8_t(uint64_t(header.size()) >> (8 * i)));
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << len << header << bytes.substr(8 + n);
+  return name;
+}
+
+}  // namespace
+
+// A tensor named twice in a header fails every reader (library and CLI) with one line naming
+// the file and the tensor, and a non-zero exit: it was read and scored before.
+TEST(CkptHf, DuplicateTensorNameIsAnError) {
+  TempDir t("dup");
+  Model<float> m(hf_tiny());
+  randomize_for_checks(m.layout, 2, m.params.data(), m.buffers.data());
+  save_hf_dir(t / "hf", m, DType::F32);
+  std::ofstream(t / "ids.txt") << "3 17 42 9 1";
+  auto [rc, out] = zaya_cli("score --model " + t / "hf" + " --ids " + t / "ids.txt");
+  ASSERT_EQ(rc, 0) << out;  // the control: the intact directory scores
+  const std::string name = duplicate_first_entry(t / "hf/model.safetensors");
+  const std::string file = t / "hf/model.safetensors";
+  const std::string needle = file + ": header: tensor '" + name + "' appears twice";
+  for (const char* cmd : {"score --model DIR --ids IDS", "ckpt verify DIR", "ckpt inspect DIR",
+                          "generate --ckpt DIR --prompt x --tokenizer IDS"}) {
+    std::string c = cmd;
+    c.replace(c.find("DIR"), 3, t / "hf");
+    if (c.find("IDS") != std::string::npos) c.replace(c.find("IDS"), 3, t / "ids.txt");
+    std::tie(rc, out) = zaya_cli(c);
+    EXPECT_NE(rc, 0) << c << "\n" << out;
+    EXPECT_NE(out.find(needle), std::string::npos) << c << "\n" << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << c << "\n" << out;
+  }
+  Model<float> back(hf_tiny());
+  EXPECT_NE(error_of([&] { load_hf_weights(t / "hf", back); }).find(needle), std::string::npos);
+}
+
+// model.safetensors.index.json: a weight_map naming a missing shard, a tensor its shard
+// lacks, a tensor twice, or nothing at all is an error naming the index or shard and the
+// tensor, from every reader (fp32 load, in-place bf16 load, verify).
+TEST(CkptHf, IndexNamingMissingFilesOrTensorsIsAnError) {
+  TempDir t("index");
+  Model<float> m(hf_tiny());
+  randomize_for_checks(m.layout, 2, m.params.data(), m.buffers.data());
+  save_hf_dir(t / "hf", m, DType::BF16, 40 << 10);
+  const std::string index_path = t / "hf/model.safetensors.index.json";
+  const std::string good = read_all(index_path);
+  const nlohmann::json index = nlohmann::json::parse(good);
+  ASSERT_GT(index["weight_map"].size(), 2u);
+  const std::string victim = index["weight_map"].begin().key();
+  const std::string shard = index["weight_map"][victim];
+  std::string other_shard;
+  for (auto& [k, v] : index["weight_map"].items())
+    if (v != shard) other_shard = v;
+  ASSERT_FALSE(other_shard.empty());
+  // Every reader fails with `needle`, in one line.
+  auto all_fail = [&](const std::string& text, const std::string& needle) {
+    std::ofstream(index_path, std::ios::trunc) << text;
+    Model<float> back(hf_tiny());
+    for (const std::string& e : {error_of([&] { load_hf_weights(t / "hf", back); }),
+                                 error_of([&] { open_hf_weights(t / "hf"); }),
+                                 error_of([&] { verify_hf_dir(t / "hf"); })}) {
+      EXPECT_NE(e.find(needle), std::string::npos) << "wanted: " << needle << "\ngot: " << e;
+      EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    }
+  };
+  Model<float> back(hf_tiny());  // the control: the intact index loads in every reader
+  EXPECT_EQ(error_of([&] { load_hf_weights(t / "hf", back); }), "");
+  EXPECT_EQ(error_of([&] { open_hf_weights(t / "hf"); }), "");
+  EXPECT_EQ(error_of([&] { verify_hf_dir(t / "hf"); }), "");
+  nlohmann::json j = index;
+  j["weight_map"][victim] = "model-00009-of-00009.safetensors";
+  all_fail(j.dump(), index_path + ": shard 'model-00009-of-00009.safetensors' (holding '" + victim + "') is missing");
+  j = index;
+  j["weight_map"]["model.no_such.weight"] = shard;
+  all_fail(j.dump(), t / "hf/" + shard + ": the index says it holds 'model.no_such.weight' but it does not");
+  j = index;
+  j["weight_map"][victim] = other_shard;  // in the directory, but not in that shard
+  all_fail(j.dump(), t / "hf/" + other_shard + ": the index says it holds '" + victim + "' but it does not");
+  std::string twice = good;
+  twice.insert(twice.find('{', twice.find("\"weight_map\"")) + 1,
+               "\n    " + nlohmann::json(victim).dump() + ": \"" + shard + "\",");
+  all_fail(twice, index_path + ": key '" + victim + "' appears twice in 'weight_map'");
+  all_fail(R"({"metadata": {}, "weight_map": {}})", index_path + ": weight_map names no tensor");
+  all_fail(R"({"weight_map": {"a": "../x.safetensors"}})", "is not a file in the directory");
+  all_fail("{\"weight_map\": ", index_path + ": not valid JSON");
+}
+
+// The `latest` pointer file names a checkpoint wherever a checkpoint is named: every
+// `zaya ckpt` subcommand, score --ckpt, generate --ckpt.
+TEST(CkptHf, CliAcceptsTheLatestPointerFile) {
+  TempDir t("latest");
+  ModelConfig c = hf_tiny();
+  c.vocab_size = 300;  // room for the byte tokenizer's 260 pieces
+  Model<float> m(c);
+  randomize_for_checks(m.layout, 4, m.params.data(), m.buffers.data());
+  save_trainer_like(t / "run/ckpt", m, false);
+  const std::string latest = t / "run/ckpt/latest";
+  auto ok = [&](const std::string& args) {
+    auto [rc, out] = zaya_cli(args);
+    EXPECT_EQ(rc, 0) << args << "\n" << out;
+    return out;
+  };
+  EXPECT_NE(ok("ckpt inspect " + latest).find("step        7"), std::string::npos);
+  EXPECT_NE(ok("ckpt verify " + latest).find("every checksum matches"), std::string::npos);
+  EXPECT_NE(ok("ckpt diff " + latest + " " + t / "run --tol 0").find("0 differ"), std::string::npos);
+  ok("ckpt export-hf " + latest + " " + t / "hf --dtype fp32 --no-hf-check");
+  EXPECT_NE(ok("ckpt diff " + t / "hf " + latest + " --tol 1e-6").find("0 unmatched"), std::string::npos);
+  std::ofstream(t / "ids.txt") << "3 17 42 9 1";
+  const std::string via_run = ok("score --ckpt " + t / "run" + " --ids " + t / "ids.txt --json");
+  const std::string via_latest = ok("score --ckpt " + latest + " --ids " + t / "ids.txt --json");
+  ASSERT_FALSE(via_latest.empty());
+  EXPECT_EQ(nlohmann::json::parse(via_run)["loss"], nlohmann::json::parse(via_latest)["loss"]);
+  test_util::write_byte_tokenizer(t.str());
+  const std::string gen = ok("generate --ckpt " + latest + " --tokenizer " + t / "tokenizer.json" +
+                             " --prompt hi --temperature 0 --max-tokens 3");
+  EXPECT_EQ(gen.rfind("hi", 0), 0u) << gen;
+  // A pointer to a step that is gone: one line naming the pointer, non-zero exit.
+  std::ofstream(t / "run/ckpt/latest", std::ios::trunc) << "step_00000099\n";
+  auto [rc, out] = zaya_cli("ckpt verify " + latest);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find(latest + " names step_00000099 but"), std::string::npos) << out;
 }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -43,7 +44,7 @@ HfShards open_hf_shards(const std::string& dir) {
   for (const auto& [name, path] : list.weight_map) {
     const SafetensorsFile* f = by_path[path];
     const TensorEntry* e = f->find(name);
-    if (!e) fail(f->path(), ": the index says it holds '", name, "' but it does not");
+    if (!e) fail(f->path(), ": the index says it holds ", quote_name(name), " but it does not");
     out.tensors.push_back({f, e});
   }
   if (list.weight_map.empty())
@@ -60,22 +61,27 @@ HfShardList hf_shard_list(const std::string& dir) {
     out.files.push_back(p.string());
     return out;
   }
-  json j;
-  try {
-    std::ifstream in(index);
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(index.string(), ": invalid JSON (", e.what(), ")");
+  std::string text;
+  {
+    std::ifstream in(index, std::ios::binary);
+    if (!in) fail(index.string(), ": cannot read");
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
+  // A name twice in weight_map would silently keep the last file: an error, as in a header.
+  const json j = parse_json_unique_keys(text, index.string());
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     fail(index.string(), ": missing object 'weight_map'");
+  if (j["weight_map"].empty()) fail(index.string(), ": weight_map names no tensor");
   for (auto& [name, file] : j["weight_map"].items()) {
-    if (!file.is_string()) fail(index.string(), ": weight_map entry '", name, "' is not a file name");
+    if (!file.is_string()) fail(index.string(), ": weight_map entry ", quote_name(name), " is not a file name");
     const std::string fn = file.get<std::string>();
-    if (fn.find('/') != std::string::npos) fail(index.string(), ": shard '", fn, "' is outside the directory");
+    if (fn.empty() || fn.find('/') != std::string::npos || fn == "." || fn == "..")
+      fail(index.string(), ": weight_map entry ", quote_name(name), ": shard ", quote_name(fn),
+           " is not a file in the directory");
     const std::string path = (fs::path(dir) / fn).string();
     if (std::find(out.files.begin(), out.files.end(), path) == out.files.end()) {
-      if (!fs::exists(path)) fail(index.string(), ": shard '", fn, "' (holding '", name, "') is missing");
+      if (!fs::is_regular_file(path))
+        fail(index.string(), ": shard ", quote_name(fn), " (holding ", quote_name(name), ") is missing");
       out.files.push_back(path);
     }
     out.weight_map[name] = path;

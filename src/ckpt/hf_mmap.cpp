@@ -51,6 +51,8 @@ WeightStore open_hf_weights(const std::string& dir) {
       else
         fail(path, ": tensor '", e.name, "' is ", dtype_name(e.dtype),
              "; the in-place path reads F32 or BF16 (use the fp32 path)");
+      if (const WeightView* other = s.find(e.name))
+        fail(path, ": tensor ", quote_name(e.name), " is also in ", other->where);
       s.add(e.name, WeightView{dt, e.shape, file->data(e), path});
     }
     s.keep_alive(file);
@@ -64,7 +66,8 @@ WeightStore open_hf_weights(const std::string& dir) {
   if (total + (size_t(1) << 30) < available_memory_bytes())
     for (const auto& f : files) f->populate();
   for (auto& [name, path] : list.weight_map)
-    if (!s.find(name)) fail(path, ": the index says it holds '", name, "' but it does not");
+    if (const WeightView* v = s.find(name); !v || v->where != path)
+      fail(path, ": the index says it holds ", quote_name(name), " but it does not");
   return s;
 }
 

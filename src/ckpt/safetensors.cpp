@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -53,7 +54,99 @@ size_t TensorEntry::numel() const {
   return n;
 }
 
-static constexpr uint64_t kMaxHeader = 100'000'000;
+static constexpr uint64_t kMaxHeader = 100'000'000;  // the reference's MAX_HEADER_SIZE
+
+std::string quote_name(std::string_view name) {
+  std::string r = "'";
+  for (char c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(static_cast<unsigned char>(c)));
+      r += buf;
+    } else {
+      r += c;
+    }
+  }
+  return r + "'";
+}
+
+json parse_json_unique_keys(std::string_view text, const std::string& where, const char* top) {
+  struct Frame {
+    std::set<std::string> keys;
+    std::string key;  // the key being read in this object
+  };
+  std::vector<Frame> stack;
+  std::string dup;
+  auto cb = [&](int, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) {
+      stack.emplace_back();
+    } else if (ev == json::parse_event_t::object_end) {
+      if (!stack.empty()) stack.pop_back();
+    } else if (ev == json::parse_event_t::key && !stack.empty()) {
+      std::string k = parsed.get<std::string>();
+      if (dup.empty() && !stack.back().keys.insert(k).second) {
+        dup = stack.size() == 1 ? cat(top, " ", quote_name(k), " appears twice")
+                                : cat("key ", quote_name(k), " appears twice in ", quote_name(stack[stack.size() - 2].key));
+      }
+      stack.back().key = std::move(k);
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end(), cb);
+  } catch (const json::exception& e) {
+    fail(where, ": not valid JSON (", e.what(), ")");
+  }
+  if (!dup.empty()) fail(where, ": ", dup);
+  return j;
+}
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+// One header entry: types, the shape's element count and byte length without overflow, and
+// offsets inside the data section that span exactly that length.
+TensorEntry parse_entry(const std::string& name, const json& v, uint64_t data_len, const std::string& where) {
+  if (!v.is_object()) fail(where, ": is not an object");
+  for (const char* k : {"dtype", "shape", "data_offsets"})
+    if (!v.contains(k)) fail(where, ": field ", k, " is missing");
+  TensorEntry e;
+  e.name = name;
+  if (!v["dtype"].is_string()) fail(where, ": field dtype is not a string");
+  e.dtype = parse_dtype(v["dtype"].get<std::string>(), where);
+  if (!v["shape"].is_array()) fail(where, ": field shape is not a list");
+  uint64_t numel = 1;
+  for (const json& d : v["shape"]) {
+    if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
+      fail(where, ": shape entry ", d.dump(), " is not a non-negative integer");
+    const uint64_t u = d.get<uint64_t>();
+    if (u > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, u, &numel))
+      fail(where, ": shape ", v["shape"].dump(), " has more elements than 64 bits count");
+    e.shape.push_back(int64_t(u));
+  }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(numel, uint64_t(dtype_size(e.dtype)), &bytes))
+    fail(where, ": shape ", shape_str(e.shape), " of ", dtype_name(e.dtype), " is more than 2^64 bytes");
+  const json& off = v["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    fail(where, ": field data_offsets is not two non-negative integers");
+  e.begin = off[0].get<uint64_t>();
+  e.end = off[1].get<uint64_t>();
+  if (e.begin > e.end) fail(where, ": data_offsets begin ", e.begin, " > end ", e.end);
+  if (e.end > data_len) fail(where, ": data_offsets end ", e.end, " is past the data section (", data_len, " bytes)");
+  if (e.end - e.begin != bytes)
+    fail(where, ": data_offsets span ", e.end - e.begin, " bytes but shape ", shape_str(e.shape), " of ",
+         dtype_name(e.dtype), " needs ", bytes);
+  return e;
+}
+
+}  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -78,15 +171,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | base[i];
   if (n > kMaxHeader) fail(path, ": header length ", n, " exceeds the 100 MB limit");
-  if (8 + n > size_) fail(path, ": truncated: header length ", n, " but the file has ", size_, " bytes");
+  if (n > size_ - 8) fail(path, ": truncated: header length ", n, " but the file has ", size_, " bytes");
   const char* h = reinterpret_cast<const char*>(base + 8);
   if (n == 0 || h[0] != '{') fail(path, ": header does not start with '{'");
-  json j;
-  try {
-    j = json::parse(h, h + n);
-  } catch (const json::parse_error& e) {
-    fail(path, ": header is not valid JSON (", e.what(), ")");
-  }
+  const json j = parse_json_unique_keys(std::string_view(h, n), path + ": header", "tensor");
   if (!j.is_object()) fail(path, ": header is not a JSON object");
   data_ = base + 8 + n;
   const uint64_t data_len = size_ - 8 - n;
@@ -94,47 +182,32 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (name == "__metadata__") {
       if (!v.is_object()) fail(path, ": __metadata__ is not an object");
       for (auto& [k, s] : v.items()) {
-        if (!s.is_string()) fail(path, ": __metadata__ value of '", k, "' is not a string");
+        if (!s.is_string()) fail(path, ": __metadata__ value of ", quote_name(k), " is not a string");
         metadata_[k] = s.get<std::string>();
       }
       continue;
     }
-    std::string where = cat(path, ": tensor '", name, "'");
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-      fail(where, ": needs dtype, shape and data_offsets");
-    TensorEntry e;
-    e.name = name;
-    if (!v["dtype"].is_string()) fail(where, ": dtype is not a string");
-    e.dtype = parse_dtype(v["dtype"].get<std::string>(), where);
-    if (!v["shape"].is_array()) fail(where, ": shape is not a list");
-    for (auto& d : v["shape"]) {
-      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
-        fail(where, ": shape entry ", d.dump(), " is not a non-negative integer");
-      e.shape.push_back(d.get<int64_t>());
-    }
-    auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(where, ": data_offsets must be two non-negative integers");
-    e.begin = off[0].get<uint64_t>();
-    e.end = off[1].get<uint64_t>();
-    if (e.begin > e.end) fail(where, ": data_offsets begin ", e.begin, " > end ", e.end);
-    if (e.end > data_len) fail(where, ": data_offsets end ", e.end, " is past the data section (", data_len, " bytes)");
-    if (e.end - e.begin != e.numel() * dtype_size(e.dtype))
-      fail(where, ": ", e.end - e.begin, " bytes for ", e.numel(), " elements of ", dtype_name(e.dtype));
-    tensors_.push_back(std::move(e));
+    tensors_.push_back(parse_entry(name, v, data_len, cat(path, ": tensor ", quote_name(name))));
   }
-  // Offsets must tile the data section exactly: no gaps, no overlaps.
+  // Offsets must tile the data section exactly: no gaps, no overlaps, nothing after the end.
   std::vector<const TensorEntry*> order;
   for (auto& e : tensors_) order.push_back(&e);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
   uint64_t at = 0;
+  const TensorEntry* prev = nullptr;
   for (auto* e : order) {
-    if (e->begin != at)
-      fail(path, ": tensor '", e->name, "' starts at byte ", e->begin, ", expected ", at,
-           " (offsets must be contiguous, without gaps or overlaps)");
+    if (e->begin < at)
+      fail(path, ": tensor ", quote_name(e->name), " at bytes [", e->begin, ", ", e->end, ") overlaps tensor ",
+           quote_name(prev->name), " (offsets must be contiguous, without gaps or overlaps)");
+    if (e->begin > at)
+      fail(path, ": tensor ", quote_name(e->name), " starts at byte ", e->begin, ", expected ", at, " (a gap of ",
+           e->begin - at, " bytes; offsets must be contiguous, without gaps or overlaps)");
     at = e->end;
+    prev = e;
   }
-  if (at != data_len) fail(path, ": data section has ", data_len, " bytes but tensors cover ", at);
+  if (at != data_len)
+    fail(path, ": data section has ", data_len, " bytes but its tensors cover ", at, " (", data_len - at,
+         " bytes after the last tensor", prev ? cat(" ", quote_name(prev->name)) : std::string(), ")");
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
 }
 
@@ -151,12 +224,6 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept
 const TensorEntry* SafetensorsFile::find(const std::string& name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
-}
-
-static std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
 }
 
 template <class T>

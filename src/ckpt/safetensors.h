@@ -1,13 +1,21 @@
 // safetensors: 8-byte little-endian header length N, a JSON header of N bytes
 // ({name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}), then
-// the tensor bytes, contiguous. The reader memory-maps the file and validates it the way
-// the format's own rules do; every error names the file and the tensor or field at fault.
+// the tensor bytes, contiguous. The reader memory-maps the file and validates it as the
+// reference implementation (huggingface/safetensors) does: the header fits in the file (and
+// in 100 MB), is a JSON object of objects with no name twice, `__metadata__` holds only
+// strings, shapes are non-negative integers whose product does not overflow, each tensor's
+// byte length is its dtype size times that product, and the offsets tile the data section
+// exactly (no gap, no overlap, nothing after the last tensor). Every error is one line
+// naming the file and the tensor or field at fault.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace zaya {
 
@@ -83,6 +91,14 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
   uint64_t offset_ = 0;
 };
+
+// Parses JSON text, failing with one line that starts with `where` on invalid JSON or on a key
+// that appears twice in one object (nlohmann keeps the last one silently). `top` names the
+// keys of the outermost object in that message ("tensor", "key", ...).
+nlohmann::json parse_json_unique_keys(std::string_view text, const std::string& where, const char* top = "key");
+
+// A name for an error message: in single quotes, control characters as \xNN (one line).
+std::string quote_name(std::string_view name);
 
 // Writes `bytes` to `path` atomically (tmp + fsync + rename + fsync dir).
 void write_file_atomic(const std::string& path, const void* bytes, size_t n);
