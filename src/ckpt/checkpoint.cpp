@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -250,19 +251,47 @@ void remove_stale_temporaries(const std::string& root) {
 // ---------------------------------------------------------------------------------------
 // Reading
 
+namespace {
+
+// The step directory a `latest` pointer file names (a directory beside the file).
+std::string follow_pointer(const fs::path& file) {
+  std::error_code ec;
+  const auto bytes = fs::file_size(file, ec);
+  ZAYA_CHECK(!ec && bytes <= 4096, "checkpoint ", file.string(),
+             ": not a checkpoint pointer file (expected one line naming a step directory beside it)");
+  const std::string name = trim(read_text(file));
+  // A directory name beside the file, nothing else (a binary file must not be echoed).
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+  ZAYA_CHECK(plain && !name.empty() && name != "." && name != "..", "checkpoint ", file.string(),
+             ": does not name a step directory (not a `latest` pointer file)");
+  const fs::path dir = file.parent_path() / name;
+  ZAYA_CHECK(fs::exists(dir / "manifest.json"), "checkpoint ", file.string(), " names ", name, " but ",
+             (dir / "manifest.json").string(), " is missing");
+  return dir.string();
+}
+
+}  // namespace
+
+bool Checkpoint::is_checkpoint_path(const std::string& path) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec)) return true;  // a manifest or a pointer: resolve() checks which
+  return fs::exists(p / "manifest.json", ec) || fs::exists(p / "latest", ec) || fs::exists(p / "ckpt" / "latest", ec);
+}
+
 std::string Checkpoint::resolve(const std::string& path) {
   const fs::path p(path);
-  if (fs::exists(p / "manifest.json")) return p.string();
-  for (const fs::path& root : {p, p / "ckpt"}) {
-    if (!fs::exists(root / "latest")) continue;
-    std::string name = trim(read_text(root / "latest"));
-    ZAYA_CHECK(!name.empty() && name.find('/') == std::string::npos, "checkpoint ", (root / "latest").string(),
-               ": does not name a step directory");
-    fs::path dir = root / name;
-    ZAYA_CHECK(fs::exists(dir / "manifest.json"), "checkpoint ", (root / "latest").string(), " names ", name,
-               " but ", (dir / "manifest.json").string(), " is missing");
-    return dir.string();
+  std::error_code ec;
+  ZAYA_CHECK(!path.empty() && fs::exists(p, ec), "checkpoint ", path, ": does not exist");
+  if (fs::is_regular_file(p, ec)) {  // the manifest itself, or a `latest` pointer
+    if (p.filename() == "manifest.json") return p.has_parent_path() ? p.parent_path().string() : ".";
+    return follow_pointer(p);
   }
+  if (fs::exists(p / "manifest.json")) return p.string();
+  for (const fs::path& root : {p, p / "ckpt"})
+    if (fs::exists(root / "latest")) return follow_pointer(root / "latest");
   fail("checkpoint ", path, ": no manifest.json, latest or ckpt/latest there");
 }
 

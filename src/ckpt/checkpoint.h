@@ -89,9 +89,13 @@ std::vector<std::string> list_checkpoints(const std::string& root);
 
 class Checkpoint {
  public:
-  // `path`: a checkpoint directory (has manifest.json), a checkpoint root (has `latest`), or a
-  // run directory whose ckpt/ holds one.
+  // `path`: a checkpoint directory (has manifest.json) or its manifest.json, a checkpoint root
+  // (has `latest`), the `latest` pointer file itself, or a run directory whose ckpt/ holds one.
+  // Returns the step directory; fails naming the path when it is none of these.
   static std::string resolve(const std::string& path);
+  // Whether `path` looks like one of the forms resolve() takes (any regular file counts; nothing
+  // is read): callers that also accept HF directories (which are directories) use it to choose.
+  static bool is_checkpoint_path(const std::string& path);
   explicit Checkpoint(const std::string& path);  // resolves, then parses and checks the manifest
   ~Checkpoint();
 

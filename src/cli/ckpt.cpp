@@ -3,7 +3,8 @@
 // zaya ckpt export-hf CKPT OUT [--dtype bf16|fp32] [--max-shard-size 5GB] [--force]: an HF directory.
 // zaya ckpt import-hf HFDIR OUT [--force]: a weights-only zaya checkpoint (train with --init-from).
 // zaya ckpt diff A B [--tol X] [--rtol X]: per-tensor max abs / rel difference (checkpoints or HF dirs).
-// DIR: a checkpoint directory, a checkpoint root (follows `latest`) or a run directory.
+// DIR, CKPT, A, B: a step directory (or its manifest.json), a checkpoint root or its `latest`
+// pointer file (followed), or a run directory (RUN/ckpt/latest).
 // Other files add subcommands through cli/ckpt_subcommands.h.
 #include <algorithm>
 #include <cstdio>
@@ -188,22 +189,24 @@ std::vector<CkptSubcommand>& ckpt_subcommands() {
 
 namespace {
 
+constexpr const char* kCkptHelp = "checkpoint: step directory, checkpoint root, its `latest` file or run directory";
+
 void setup_ckpt(CLI::App& app) {
   app.require_subcommand(1);
   auto dir = std::make_shared<std::string>();
   auto list = std::make_shared<bool>(false);
   auto* ins = app.add_subcommand("inspect", "step, layout, files, tensor groups (and every tensor with --tensors)");
-  ins->add_option("dir", *dir, "checkpoint directory, checkpoint root or run directory")->required();
+  ins->add_option("dir", *dir, kCkptHelp)->required();
   ins->add_flag("--tensors", *list, "list every tensor with its shape and slices");
   ins->callback([=] { inspect(*dir, *list); });
   auto* ver = app.add_subcommand("verify", "check every checksum; names the file and tensor at fault");
-  ver->add_option("dir", *dir, "checkpoint directory, checkpoint root or run directory")->required();
+  ver->add_option("dir", *dir, kCkptHelp)->required();
   ver->callback([=] { verify(*dir); });
   auto src = std::make_shared<std::string>(), out = std::make_shared<std::string>();
   auto dtype = std::make_shared<std::string>("bf16"), shard = std::make_shared<std::string>("5GB");
   auto force = std::make_shared<bool>(false), no_check = std::make_shared<bool>(false);
   auto* exp = app.add_subcommand("export-hf", "write an HF-format directory (config.json, safetensors, tokenizer)");
-  exp->add_option("ckpt", *src, "checkpoint directory, checkpoint root or run directory")->required();
+  exp->add_option("ckpt", *src, kCkptHelp)->required();
   exp->add_option("out", *out, "destination directory (must be absent or empty unless --force)")->required();
   exp->add_option("--dtype", *dtype, "bf16 or fp32 (balancing biases stay fp32)")->capture_default_str();
   exp->add_option("--max-shard-size", *shard, "largest safetensors file, e.g. 5GB, 500MB, none")->capture_default_str();
@@ -218,8 +221,8 @@ void setup_ckpt(CLI::App& app) {
   auto b = std::make_shared<std::string>();
   auto tol = std::make_shared<double>(-1), rtol = std::make_shared<double>(-1);
   auto* dif = app.add_subcommand("diff", "per-tensor max abs / rel difference of two checkpoints or HF dirs");
-  dif->add_option("a", *src, "checkpoint or HF directory")->required();
-  dif->add_option("b", *b, "checkpoint or HF directory")->required();
+  dif->add_option("a", *src, "checkpoint (step dir, root, `latest` file or run dir) or HF directory")->required();
+  dif->add_option("b", *b, "checkpoint (step dir, root, `latest` file or run dir) or HF directory")->required();
   dif->add_option("--tol", *tol, "exit non-zero when a tensor's max abs difference exceeds this (or one is unmatched)");
   dif->add_option("--rtol", *rtol, "exit non-zero when a tensor's max rel difference exceeds this (or one is unmatched)");
   dif->callback([=] { diff(*src, *b, *tol, *rtol); });

@@ -18,7 +18,7 @@ struct ReshapeArgs {
 ZAYA_CKPT_SUBCOMMAND("reshape", "re-cut a checkpoint for another DP x EP x CP layout (optimizer state included)",
                      [](CLI::App& app) {
                        auto a = std::make_shared<ReshapeArgs>();
-                       app.add_option("src", a->src, "checkpoint (step dir, ckpt root or run dir)")->required();
+                       app.add_option("src", a->src, "checkpoint (step dir, ckpt root, its `latest` file or run dir)")->required();
                        app.add_option("dst", a->dst, "new checkpoint root (gets step_XXXXXXXX and latest)")->required();
                        app.add_option("--dp", a->o.dp, "data-parallel degree")->check(CLI::PositiveNumber);
                        app.add_option("--ep", a->o.ep, "expert-parallel degree")->check(CLI::PositiveNumber);

@@ -146,7 +146,7 @@ void run(const GenArgs& a) {
 ZAYA_COMMAND("generate", "Sample text from a checkpoint (temperature, top-k, top-p) with incremental decoding",
              [](CLI::App& app) {
                auto a = std::make_shared<GenArgs>();
-               app.add_option("--ckpt", a->ckpt, "training checkpoint (step dir, ckpt root or run dir) or HF dir")
+               app.add_option("--ckpt", a->ckpt, "training checkpoint (step dir, ckpt root, its `latest` file or run dir) or HF dir")
                    ->required();
                app.add_option("--prompt", a->prompt, "text to continue")->required();
                app.add_option("--temperature", a->temperature, "softmax temperature (0: greedy)")

@@ -108,7 +108,7 @@ void run(const Opts& o) {
 ZAYA_COMMAND("score", "Log-probabilities of tokens under a model, mean loss and perplexity", [](CLI::App& app) {
   auto o = std::make_shared<Opts>();
   app.add_option("--model", o->model, "HF-format model directory (config.json + safetensors)");
-  app.add_option("--ckpt", o->ckpt, "zaya checkpoint (a step directory, its root or a run directory)");
+  app.add_option("--ckpt", o->ckpt, "zaya checkpoint (a step directory, its root, its `latest` file or a run directory)");
   app.add_option("--ids", o->ids, "file of whitespace-separated token ids");
   app.add_option("--text", o->text, "raw text file, tokenized with the run's (or --tokenizer) tokenizer");
   app.add_option("--tokenizer", o->tokenizer, "tokenizer.json or SentencePiece .model for --text");
