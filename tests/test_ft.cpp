@@ -1,7 +1,10 @@
 // Fault tolerance units: fault spec parsing, the anomaly detector (NaN, z-score spikes,
-// K consecutive -> abort), heartbeat records, checkpoint corruption and the supervisor's
-// choice of a resume point. The end-to-end proofs are tests/ft_*.sh.
+// K consecutive -> abort), heartbeat records and their rolling compute window, straggler and
+// hang verdicts, checkpoint corruption and the supervisor's choice of a resume point. The
+// end-to-end proofs are tests/ft_*.sh.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -13,6 +16,7 @@
 #include "core/error.h"
 #include "test_util.h"
 #include "ft/anomaly.h"
+#include "ft/diagnose.h"
 #include "ft/heartbeat.h"
 #include "ft/inject.h"
 #include "ft/rollback.h"
@@ -54,8 +58,8 @@ std::string save_ckpt(const std::string& root, int64_t step, float value) {
 TEST(FaultSpec, ParsesEveryKind) {
   std::vector<FaultSpec> f = parse_faults(
       "kill:rank=1,step=5; hang:rank=0,step=7 nan:step=4;corrupt-ckpt:step=10;enospc:step=10;slow:rank=1,factor=3;"
-      "hang:step=3,at=checkpoint;spike:step=6,factor=50;corrupt-ckpt");
-  ASSERT_EQ(f.size(), 9u);
+      "hang:step=3,at=checkpoint;spike:step=6,factor=50;corrupt-ckpt;stop:rank=1,step=4,at=checkpoint");
+  ASSERT_EQ(f.size(), 10u);
   EXPECT_EQ(f[0].kind, FaultKind::Kill);
   EXPECT_EQ(f[0].rank, 1);
   EXPECT_EQ(f[0].step, 5);
@@ -75,6 +79,8 @@ TEST(FaultSpec, ParsesEveryKind) {
   EXPECT_EQ(f[8].step, -1);
   EXPECT_EQ(f[0].text(), "kill:rank=1,step=5");
   EXPECT_EQ(f[8].text(), "corrupt-ckpt");
+  EXPECT_EQ(f[9].kind, FaultKind::Stop);
+  EXPECT_EQ(f[9].text(), "stop:rank=1,step=4,at=checkpoint");
   for (const FaultSpec& s : f) EXPECT_EQ(parse_fault(s.text()).text(), s.text());
 }
 
@@ -88,6 +94,7 @@ TEST(FaultSpec, ErrorsNameTheSpecAndKey) {
   EXPECT_NE(error_of([] { parse_fault("kill:step=2,step=3"); }).find("step given twice"), std::string::npos);
   EXPECT_NE(error_of([] { parse_fault("hang:step=2,at=eval"); }).find("at=eval must be step or checkpoint"),
             std::string::npos);
+  EXPECT_NE(error_of([] { parse_fault("stop:rank=1"); }).find("step=S is required for stop"), std::string::npos);
 }
 
 TEST(SkipWindows, Parse) {
@@ -186,10 +193,170 @@ TEST(Heartbeat, WritesAndReadsInPlace) {
   EXPECT_DOUBLE_EQ(hb.compute_s, 0.2);
   EXPECT_EQ(hb.writes, 2);
   EXPECT_GT(hb.time, 1.6e9);
-  EXPECT_EQ(fs::file_size(heartbeat_path(d / "hb", 3)), 384u);
+  EXPECT_EQ(fs::file_size(heartbeat_path(d / "hb", 3)), 512u);
+  EXPECT_FALSE(hb.window_full());
+  MedianWindow win(2);
+  win.push(0.5);
+  win.push(0.25);
+  w.set_window(win, 7);
+  w.write("done", 7, 0, 0);
+  ASSERT_TRUE(read_heartbeat(heartbeat_path(d / "hb", 3), hb));
+  EXPECT_DOUBLE_EQ(hb.window_s, 0.375);
+  EXPECT_EQ(hb.window_n, 2);
+  EXPECT_EQ(hb.window_w, 2);
+  EXPECT_EQ(hb.window_step, 7);
+  EXPECT_TRUE(hb.window_full());
   // A torn record (seq at the ends differ) is rejected.
   std::ofstream(d / "torn.json") << "{\"seq\":5,\"stage\":\"step\",\"seq2\":4}";
   EXPECT_FALSE(read_heartbeat(d / "torn.json", hb));
+}
+
+TEST(Heartbeat, MedianWindowKeepsTheLastW) {
+  MedianWindow w(3);
+  EXPECT_EQ(w.median(), 0);
+  w.push(5);
+  EXPECT_EQ(w.median(), 5);
+  w.push(1);
+  EXPECT_EQ(w.median(), 3);
+  w.push(100);
+  EXPECT_EQ(w.median(), 5);  // one outlier does not move it
+  w.push(2);
+  w.push(2);  // 5 and 1 are gone: {100, 2, 2}
+  EXPECT_EQ(w.size(), 3);
+  EXPECT_EQ(w.median(), 2);
+  EXPECT_NE(error_of([] { MedianWindow(0); }).find("size 0"), std::string::npos);
+}
+
+// The hooks feed each step's compute time (step less communication) into the window that
+// every later heartbeat carries, "done" included.
+TEST(Heartbeat, TrainHooksReportTheWindow) {
+  TempDir d("hbwin");
+  FtTrainOptions o;
+  o.heartbeat_dir = d / "hb";
+  o.straggler_window = 3;
+  TrainerOptions t;
+  TrainerHooks h;
+  install(o, t, h, d / "out", 1);
+  const double compute[] = {0.9, 0.2, 0.3, 0.4};
+  for (int i = 0; i < 4; ++i) {
+    StepRecord r;
+    r.step = i + 1;
+    r.seconds = compute[i] + 0.5;
+    r.comm_seconds = 0.5;
+    h.on_step(r);
+    h.heartbeat("step", i + 1, r.seconds);
+  }
+  h.heartbeat("done", 4, 0);
+  Heartbeat hb;
+  ASSERT_TRUE(read_heartbeat(heartbeat_path(d / "hb", 1), hb));
+  EXPECT_EQ(hb.stage, "done");
+  EXPECT_NEAR(hb.window_s, 0.3, 1e-9);
+  EXPECT_EQ(hb.window_n, 3);
+  EXPECT_EQ(hb.window_step, 4);
+  o.straggler_window = 0;
+  EXPECT_NE(error_of([&] { install(o, t, h, d / "out", 1); }).find("--straggler-window 0"), std::string::npos);
+}
+
+namespace {
+Heartbeat windowed(double s, int n, int w = 4) {
+  Heartbeat h;
+  h.window_s = s;
+  h.window_n = n;
+  h.window_w = w;
+  h.window_step = 10;
+  return h;
+}
+}  // namespace
+
+TEST(Straggler, JudgedOnFullWindowsAgainstTheLowerMedian) {
+  // Not before every window is full.
+  EXPECT_TRUE(find_stragglers({windowed(0.01, 4), windowed(0.08, 3)}, 1.5).empty());
+  EXPECT_TRUE(find_stragglers({windowed(0.01, 4)}, 1.5).empty());
+  // Two ranks: the faster is the baseline, so only the slower can be named.
+  std::vector<StragglerFinding> f = find_stragglers({windowed(0.01, 4), windowed(0.08, 4)}, 1.5);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rank, 1);
+  EXPECT_DOUBLE_EQ(f[0].baseline_s, 0.01);
+  EXPECT_EQ(f[0].step, 10);
+  EXPECT_TRUE(find_stragglers({windowed(0.01, 4), windowed(0.014, 4)}, 1.5).empty());
+  f = find_stragglers({windowed(0.05, 4), windowed(0.01, 4), windowed(0.011, 4), windowed(0.012, 4)}, 1.5);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rank, 0);
+  EXPECT_DOUBLE_EQ(f[0].baseline_s, 0.011);
+}
+
+TEST(Hang, ProcessSamplesSeeAStoppedProcess) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (;;) ::pause();
+  }
+  ::kill(child, SIGSTOP);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, WUNTRACED), child);  // stopped for sure from here on
+  const ProcSample a = sample_process(child);
+  EXPECT_TRUE(a.ok);
+  EXPECT_EQ(a.state, 'T');
+  EXPECT_EQ(activity_between(a, sample_process(child)), 0);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  EXPECT_FALSE(sample_process(child).ok);
+  EXPECT_TRUE(sample_process(int(::getpid())).ok);
+}
+
+TEST(Hang, ActivityBetweenSamples) {
+  ProcSample a{true, 'S', 1000000, 10}, b = a;
+  EXPECT_EQ(activity_between(a, b), 0);
+  b.vcsw = 400;  // a poll loop
+  EXPECT_EQ(activity_between(a, b), 1);
+  b = a;
+  b.cpu_ns += 5000000;  // a busy loop
+  EXPECT_EQ(activity_between(a, b), 1);
+  b = a;
+  b.vcsw += 1;  // one stray wake-up tells nothing
+  EXPECT_EQ(activity_between(a, b), -1);
+  EXPECT_EQ(activity_between(ProcSample{}, b), -1);
+}
+
+namespace {
+RankState rank_state(const std::string& stage, int64_t step, double hb_time, char state = 'S', int activity = -1) {
+  RankState s;
+  s.have = true;
+  s.stage = stage;
+  s.step = step;
+  s.hb_time = hb_time;
+  s.state = state;
+  s.activity = activity;
+  return s;
+}
+}  // namespace
+
+TEST(Hang, AttributedToTheRankThatIsNotWaiting) {
+  // Rank 1 stopped after its step-5 heartbeat, written after rank 0's: stopped beats stale.
+  HangVerdict v = attribute_hang({rank_state("step", 5, 100.0, 'S', 1), rank_state("step", 5, 100.2, 'T', 0)});
+  EXPECT_EQ(v.rank, 1);
+  EXPECT_NE(v.cause.find("stopped"), std::string::npos);
+  // Rank 1 blocked (no CPU, no wake-ups) while rank 0 polls a collective.
+  v = attribute_hang({rank_state("step", 5, 100.0, 'S', 1), rank_state("step", 5, 100.2, 'S', 0)});
+  EXPECT_EQ(v.rank, 1);
+  EXPECT_NE(v.cause.find("rank(s) 0 poll"), std::string::npos);
+  // Nothing tells the processes apart: the rank behind.
+  v = attribute_hang({rank_state("step", 6, 100.0), rank_state("step", 5, 99.0), rank_state("eval", 6, 98.0)});
+  EXPECT_EQ(v.rank, 1);
+  EXPECT_NE(v.cause.find("behind: step 5"), std::string::npos);
+  // A background save's checkpoint_done names an older step: no step comparison, stale first.
+  v = attribute_hang({rank_state("step", 6, 100.0), rank_state("checkpoint_done", 5, 100.5)});
+  EXPECT_EQ(v.rank, 0);
+  EXPECT_EQ(v.cause, "its heartbeat went stale first");
+  // A rank that never wrote a heartbeat.
+  RankState none;
+  v = attribute_hang({rank_state("start", 0, 100.0), none});
+  EXPECT_EQ(v.rank, 1);
+  EXPECT_NE(v.cause.find("never wrote"), std::string::npos);
+  EXPECT_EQ(attribute_hang({rank_state("step", 3, 50.0)}).rank, 0);
+  v = attribute_hang({none, none});
+  EXPECT_EQ(v.rank, -1);
+  EXPECT_EQ(v.cause, "no rank wrote a heartbeat");
 }
 
 TEST(Injector, NanAndSpikeFireOnceAcrossRestarts) {

@@ -25,6 +25,11 @@ ZAYA_COMMAND("launch", "Run zaya train under a supervisor: heartbeats, restarts 
                app.add_option("--checkpoint-timeout", o->checkpoint_timeout, "the same, during a checkpoint save")
                    ->capture_default_str()
                    ->check(CLI::PositiveNumber);
+               app.add_option("--finalize-timeout", o->finalize_timeout,
+                              "seconds the job may take to exit after every rank reported done; past it the "
+                              "job is ended as hung (exit 3 when the last checkpoint verifies)")
+                   ->capture_default_str()
+                   ->check(CLI::PositiveNumber);
                app.add_option("--backoff", o->backoff_s, "seconds before the first restart, doubling after each")
                    ->capture_default_str()
                    ->check(CLI::NonNegativeNumber);
@@ -32,7 +37,8 @@ ZAYA_COMMAND("launch", "Run zaya train under a supervisor: heartbeats, restarts 
                    ->capture_default_str()
                    ->check(CLI::NonNegativeNumber);
                app.add_option("--straggler-factor", o->straggler_factor,
-                              "report a rank whose compute time exceeds the median by this factor")
+                              "report a rank whose median compute time over its last steps (zaya train "
+                              "--straggler-window) exceeds the ranks' median by this factor")
                    ->capture_default_str()
                    ->check(CLI::Range(1.0, 1e9));
                app.add_option("--poll", o->poll_s, "heartbeat polling interval (s)")

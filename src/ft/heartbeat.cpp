@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -18,7 +19,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-constexpr size_t kRecord = 384;  // fixed length: each write replaces the whole line
+constexpr size_t kRecord = 512;  // fixed length: each write replaces the whole line
 }
 
 std::string heartbeat_path(const std::string& dir, int rank) {
@@ -48,8 +49,30 @@ bool read_heartbeat(const std::string& path, Heartbeat& hb) {
   h.hb_s = j.value("hb_s", 0.0);
   h.steps_s = j.value("steps_s", 0.0);
   h.writes = j.value("writes", int64_t(0));
+  h.window_s = j.value("win_s", 0.0);
+  h.window_n = j.value("win_n", 0);
+  h.window_w = j.value("win_w", 0);
+  h.window_step = j.value("win_step", int64_t(0));
   hb = h;
   return true;
+}
+
+MedianWindow::MedianWindow(int w) : w_(w) {
+  ZAYA_CHECK(w >= 1, "rolling window: size ", w, " is not >= 1");
+}
+
+void MedianWindow::push(double x) {
+  if (int(v_.size()) < w_) v_.push_back(x);
+  else v_[next_] = x;
+  next_ = (next_ + 1) % size_t(w_);
+}
+
+double MedianWindow::median() const {
+  if (v_.empty()) return 0;
+  std::vector<double> s = v_;
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
 HeartbeatWriter::HeartbeatWriter(const std::string& dir, int rank) {
@@ -66,6 +89,13 @@ HeartbeatWriter::~HeartbeatWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void HeartbeatWriter::set_window(const MedianWindow& w, int64_t step) {
+  hb_.window_s = w.median();
+  hb_.window_n = w.size();
+  hb_.window_w = w.capacity();
+  hb_.window_step = step;
+}
+
 void HeartbeatWriter::write(const char* stage, int64_t step, double step_s, double compute_s) {
   const auto t0 = std::chrono::steady_clock::now();
   ++hb_.seq;
@@ -80,9 +110,10 @@ void HeartbeatWriter::write(const char* stage, int64_t step, double step_s, doub
   int n = std::snprintf(buf, sizeof buf,
                         "{\"seq\":%lld,\"rank\":%d,\"pid\":%d,\"stage\":\"%s\",\"step\":%lld,\"time\":%.6f,"
                         "\"step_s\":%.6g,\"compute_s\":%.6g,\"hb_s\":%.6g,\"steps_s\":%.6g,\"writes\":%lld,"
-                        "\"seq2\":%lld}",
+                        "\"win_s\":%.6g,\"win_n\":%d,\"win_w\":%d,\"win_step\":%lld,\"seq2\":%lld}",
                         (long long)hb_.seq, hb_.rank, hb_.pid, stage, (long long)step, hb_.time, step_s, compute_s,
-                        hb_.hb_s, hb_.steps_s, (long long)hb_.writes, (long long)hb_.seq);
+                        hb_.hb_s, hb_.steps_s, (long long)hb_.writes, hb_.window_s, hb_.window_n, hb_.window_w,
+                        (long long)hb_.window_step, (long long)hb_.seq);
   if (n < 0 || size_t(n) >= kRecord) return;
   std::memset(buf + n, ' ', kRecord - 1 - size_t(n));
   buf[kRecord - 1] = '\n';

@@ -29,7 +29,7 @@ namespace {
 const std::pair<const char*, FaultKind> kKinds[] = {
     {"kill", FaultKind::Kill},   {"hang", FaultKind::Hang},           {"nan", FaultKind::Nan},
     {"spike", FaultKind::Spike}, {"corrupt-ckpt", FaultKind::CorruptCkpt}, {"enospc", FaultKind::Enospc},
-    {"slow", FaultKind::Slow}};
+    {"slow", FaultKind::Slow},   {"stop", FaultKind::Stop}};
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\n"), e = s.find_last_not_of(" \t\n");
@@ -91,7 +91,7 @@ FaultSpec parse_fault(const std::string& spec_in) {
   for (auto& [n, k] : kKinds)
     if (kind == n) f.kind = k, known = true;
   ZAYA_CHECK(known, "--inject ", spec, ": unknown fault \"", kind,
-             "\" (kill | hang | nan | spike | corrupt-ckpt | enospc | slow)");
+             "\" (kill | hang | nan | spike | corrupt-ckpt | enospc | slow | stop)");
   if (f.kind == FaultKind::Spike) f.factor = 1000;
   std::set<std::string> seen;
   std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
@@ -109,7 +109,7 @@ FaultSpec parse_fault(const std::string& spec_in) {
     else if (key == "step") f.step = parse_int(spec, key, v, 1);
     else if (key == "factor" && (f.kind == FaultKind::Slow || f.kind == FaultKind::Spike))
       f.factor = parse_double(spec, key, v);
-    else if (key == "at" && f.kind == FaultKind::Hang) {
+    else if (key == "at" && (f.kind == FaultKind::Hang || f.kind == FaultKind::Stop)) {
       ZAYA_CHECK(v == "step" || v == "checkpoint", "--inject ", spec, ": at=", v, " must be step or checkpoint");
       f.at_checkpoint = v == "checkpoint";
     } else if (key == "nth" && f.kind == FaultKind::Enospc) f.nth = int(parse_int(spec, key, v, 1));
@@ -216,6 +216,10 @@ void FaultInjector::before_step(int64_t step, double last_compute_s) {
       fire(f, step);
       for (;;) ::pause();
     }
+    if (f.kind == FaultKind::Stop) {
+      fire(f, step);
+      ::raise(SIGSTOP);
+    }
   }
 }
 
@@ -243,6 +247,10 @@ void FaultInjector::on_stage(const char* stage, int64_t step) {
       if (f.kind == FaultKind::Hang && f.at_checkpoint) {
         fire(f, step);
         for (;;) ::pause();
+      }
+      if (f.kind == FaultKind::Stop && f.at_checkpoint) {
+        fire(f, step);
+        ::raise(SIGSTOP);
       }
       if (f.kind == FaultKind::Enospc && !enospc_armed_) {
         enospc_ = f;

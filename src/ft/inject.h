@@ -11,6 +11,8 @@
 //   enospc:step=S[,rank=R][,nth=K] the K-th file write (default 2) of rank R's save at step S
 //                                  fails with "No space left on device"
 //   slow:rank=R,factor=F[,step=S]  rank R's compute takes F times as long from step S on
+//   stop:rank=R,step=S[,at=checkpoint]  rank R raises SIGSTOP before step S (or at the start of
+//                                  the save of step S) and goes on when sent SIGCONT
 //
 // rank defaults to 0. Every fault but slow fires once per run directory: the firing rank
 // appends it to OUT/faults-injected.jsonl before acting, so a restarted job (--resume) does not
@@ -23,7 +25,7 @@
 
 namespace zaya::ft {
 
-enum class FaultKind { Kill, Hang, Nan, Spike, CorruptCkpt, Enospc, Slow };
+enum class FaultKind { Kill, Hang, Nan, Spike, CorruptCkpt, Enospc, Slow, Stop };
 const char* fault_kind_name(FaultKind k);
 
 struct FaultSpec {
@@ -31,7 +33,7 @@ struct FaultSpec {
   int rank = 0;
   int64_t step = -1;          // -1: corrupt-ckpt's "next save", slow's "from the start"
   double factor = 0;          // slow (> 1), spike
-  bool at_checkpoint = false; // hang: during the save of `step`
+  bool at_checkpoint = false; // hang, stop: during the save of `step`
   int nth = 2;                // enospc: which file write of the save fails
   std::string text() const;   // canonical form, also the "fired" key
 };

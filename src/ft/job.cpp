@@ -118,6 +118,7 @@ void Job::terminate(const std::vector<int>& extra_pids, double grace_s) {
     return true;
   };
   signal_all(SIGTERM);
+  signal_all(SIGCONT);  // a stopped process acts on SIGTERM only once it runs again
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   while (!all_gone() && std::chrono::steady_clock::now() < deadline) {
     pump_stderr();

@@ -18,6 +18,7 @@
 
 #include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "ft/diagnose.h"
 #include "ft/heartbeat.h"
 #include "ft/job.h"
 #include "ft/rollback.h"
@@ -64,6 +65,8 @@ struct Outcome {
   enum Kind { Success, Crash, Hang, Anomalies, Interrupted } kind = Success;
   int rank = -1;
   std::string stage, message;
+  std::string cause;            // why a hang is put on `rank`
+  json ranks = json::array();   // every rank's last stage (and process state for hangs)
   int exit_code = -1, signal = 0;
   int64_t step = 0;         // steps completed when it failed
   double failure_time = 0;  // when the run was last seen making progress
@@ -85,9 +88,25 @@ struct RankWatch {
   Heartbeat hb;
   bool have = false, stepped = false;
   double last_change = 0, dead_since = -1;
-  int over = 0;
-  bool reported = false;
+  bool reported = false;  // as a straggler, this attempt
+  // The process sampled once its heartbeat had been quiet for half its timeout: what it did
+  // from then to a hang verdict tells a rank polling a collective from one that is not.
+  ProcSample probe;
+  bool probed = false;
 };
+
+const char* state_name(char c) {
+  switch (c) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "disk-wait";
+    case 'T': return "stopped";
+    case 't': return "traced";
+    case 'Z': return "zombie";
+    case 0: return "gone";
+  }
+  return "other";
+}
 
 class Supervisor {
  public:
@@ -116,7 +135,7 @@ class Supervisor {
   int corrupt_skipped_ = 0;
   double hb_s_ = 0, steps_s_ = 0;
   int64_t hb_writes_ = 0;
-  int64_t straggle_step_ = -1;  // the last step compared across ranks
+  bool finalize_hung_ = false;
 };
 
 std::vector<std::string> Supervisor::command(bool resume) const {
@@ -153,29 +172,28 @@ void Supervisor::settle_pending(bool recovered, double when) {
   pending_.reset();
 }
 
+// Judged on the windows the heartbeats carry: every later heartbeat (the last one, "done",
+// included) still holds a rank's window, so no poll can miss a straggler.
 void Supervisor::check_stragglers(std::vector<RankWatch>& w) {
-  if (w.size() < 2) return;
-  std::vector<double> t;
+  std::vector<Heartbeat> hbs;
   for (const RankWatch& r : w) {
-    if (!r.have || r.hb.stage != "step" || r.hb.step != w[0].hb.step || r.hb.compute_s <= 0) return;
-    t.push_back(r.hb.compute_s);
+    if (!r.have) return;
+    hbs.push_back(r.hb);
   }
-  if (w[0].hb.step == straggle_step_) return;
-  straggle_step_ = w[0].hb.step;
-  std::vector<double> sorted = t;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[(sorted.size() - 1) / 2];  // the lower median: with 2 ranks, the faster one
-  for (size_t r = 0; r < w.size(); ++r) {
-    w[r].over = t[r] > o_.straggler_factor * median ? w[r].over + 1 : 0;
-    if (w[r].over < o_.straggler_steps || w[r].reported) continue;
-    w[r].reported = true;
+  for (const StragglerFinding& f : find_stragglers(hbs, o_.straggler_factor)) {
+    RankWatch& r = w[size_t(f.rank)];
+    if (r.reported) continue;
+    r.reported = true;
     ++counts_["straggler"];
-    std::printf("launch: straggler: rank %zu computes step %lld in %.3f s, %.1fx the median %.3f s\n", r,
-                (long long)w[r].hb.step, t[r], t[r] / median, median);
+    const double factor = f.window_s / f.baseline_s;
+    std::printf("launch: straggler: rank %d computes a step in %.3f s (median of %d steps to step %lld), %.1fx the "
+                "ranks' median %.3f s\n",
+                f.rank, f.window_s, r.hb.window_n, (long long)f.step, factor, f.baseline_s);
     std::fflush(stdout);
-    record({{"time", iso_time()}, {"unix", std::time(nullptr)}, {"kind", "straggler"}, {"rank", r},
-            {"step_at_failure", w[r].hb.step}, {"step_resumed_from", nullptr}, {"seconds_lost", 0},
-            {"compute_s", t[r]}, {"median_s", median}, {"factor", t[r] / median}, {"attempt", attempt_no_}});
+    record({{"time", iso_time()}, {"unix", std::time(nullptr)}, {"kind", "straggler"}, {"rank", f.rank},
+            {"step_at_failure", f.step}, {"step_resumed_from", nullptr}, {"seconds_lost", 0},
+            {"compute_s", f.window_s}, {"median_s", f.baseline_s}, {"factor", factor},
+            {"window_steps", r.hb.window_n}, {"attempt", attempt_no_}});
   }
 }
 
@@ -191,7 +209,6 @@ Outcome Supervisor::attempt(bool resume) {
   std::printf("launch: attempt %d: %s\n", attempt_no_, line.c_str());
   std::fflush(stdout);
 
-  straggle_step_ = -1;
   Job job(cmd);
   const double t_start = now_s();
   std::vector<RankWatch> w(size_t(o_.np));
@@ -217,6 +234,7 @@ Outcome Supervisor::attempt(bool resume) {
       x.hb = hb;
       x.have = true;
       x.last_change = now;
+      x.probed = false;
       if (hb.stage == "step") x.stepped = true;
     }
     int64_t least = -1;
@@ -238,7 +256,59 @@ Outcome Supervisor::attempt(bool resume) {
     if (stage.empty() && rank >= 0 && w[size_t(rank)].have) out.stage = w[size_t(rank)].hb.stage;
     out.step = std::max<int64_t>(progress, 0);
     out.failure_time = progress_time;
+    if (out.ranks.empty())
+      for (int r = 0; r < o_.np; ++r) {
+        const RankWatch& x = w[size_t(r)];
+        out.ranks.push_back({{"rank", r}, {"stage", x.have ? x.hb.stage : "startup"},
+                             {"step", x.have ? json(x.hb.step) : json(nullptr)}});
+      }
   };
+  // How long a rank's heartbeat may stay unchanged in the stage it is in.
+  auto limit_of = [&](const RankWatch& x) {
+    if (x.have && x.hb.stage == "done") return o_.finalize_timeout;
+    const bool ckpt = x.have && x.hb.stage == "checkpoint";
+    return !x.stepped && !ckpt ? o_.startup_timeout : ckpt ? o_.checkpoint_timeout : o_.step_timeout;
+  };
+  // A hang's verdict: every rank's last stage and process state, and the rank to blame.
+  auto hang = [&](double now, bool finalize) {
+    std::vector<RankState> st;
+    json ranks = json::array();
+    for (int r = 0; r < o_.np; ++r) {
+      const RankWatch& x = w[size_t(r)];
+      const ProcSample p = x.have ? sample_process(x.hb.pid) : ProcSample{};
+      RankState s;
+      s.have = x.have;
+      s.stage = x.have ? x.hb.stage : "startup";
+      s.step = x.hb.step;
+      s.hb_time = x.hb.time;
+      s.state = p.ok ? p.state : 0;
+      s.activity = x.probed ? activity_between(x.probe, p) : -1;
+      st.push_back(s);
+      ranks.push_back({{"rank", r},
+                       {"stage", s.stage},
+                       {"step", x.have ? json(s.step) : json(nullptr)},
+                       {"quiet_s", std::round((now - x.last_change) * 10) / 10},
+                       {"process", state_name(s.state)},
+                       {"activity", s.activity == 1 ? json("polling") : s.activity == 0 ? json("idle") : json(nullptr)}});
+    }
+    HangVerdict v = attribute_hang(st);
+    if (finalize) {
+      // Every rank is done: only a stopped rank or launcher is a culprit worth naming.
+      const ProcSample launcher = o_.np > 1 ? sample_process(job.pid()) : ProcSample{};
+      const bool rank_stopped = v.rank >= 0 && (st[size_t(v.rank)].state == 'T' || st[size_t(v.rank)].state == 't');
+      if (!rank_stopped)
+        v = {-1, launcher.state == 'T' || launcher.state == 't'
+                     ? cat(o_.mpirun, " (pid ", job.pid(), ") is stopped")
+                     : "the job did not exit after every rank reported done"};
+    }
+    if (v.rank >= 0) std::printf("launch: hang attributed to rank %d: %s\n", v.rank, v.cause.c_str());
+    else std::printf("launch: hang: %s\n", v.cause.c_str());
+    std::fflush(stdout);
+    out.ranks = ranks;
+    out.cause = v.cause;
+    finish(Outcome::Hang, v.rank, finalize ? "finalize" : v.rank >= 0 ? st[size_t(v.rank)].stage : "startup");
+  };
+  double all_done_since = -1;
   for (;;) {
     job.pump_stderr();
     const double now = now_s();
@@ -285,27 +355,38 @@ Outcome Supervisor::attempt(bool resume) {
         crashed = true;
       }
     if (crashed) break;
-    // Hangs: no progress within the timeout of the stage the rank is in.
-    bool hung = false;
-    for (int r = 0; r < o_.np && !hung; ++r) {
-      const RankWatch& x = w[size_t(r)];
-      if (x.have && x.hb.stage == "done") continue;
+    // Hangs: no progress within the timeout of the stage a rank is in, or the job still
+    // there finalize_timeout after every rank reported done.
+    bool all_done = true;
+    int tripped = -1;
+    for (int r = 0; r < o_.np; ++r) {
+      RankWatch& x = w[size_t(r)];
+      const double limit = limit_of(x), quiet = now - x.last_change;
+      if (x.have && !x.probed && quiet >= limit / 2) x.probe = sample_process(x.hb.pid), x.probed = true;
+      const bool done = x.have && x.hb.stage == "done";
+      all_done = all_done && done;
+      if (done || quiet <= limit || tripped >= 0) continue;
+      tripped = r;
       const bool ckpt = x.have && x.hb.stage == "checkpoint";
-      const double limit = !x.stepped && !ckpt ? o_.startup_timeout : ckpt ? o_.checkpoint_timeout : o_.step_timeout;
-      if (now - x.last_change <= limit) continue;
-      const std::string stage = !x.have ? "startup" : x.hb.stage;
-      std::printf("launch: rank %d hung: no heartbeat progress for %.1f s (stage %s, %s timeout %.1f s)\n", r,
-                  now - x.last_change, stage.c_str(), !x.stepped && !ckpt ? "start-up" : ckpt ? "checkpoint" : "step",
+      std::printf("launch: rank %d: no heartbeat progress for %.1f s (stage %s, %s timeout %.1f s)\n", r, quiet,
+                  x.have ? x.hb.stage.c_str() : "startup", !x.stepped && !ckpt ? "start-up" : ckpt ? "checkpoint" : "step",
                   limit);
-      std::fflush(stdout);
-      finish(Outcome::Hang, r, stage);
-      hung = true;
     }
-    if (hung) break;
+    if (all_done && all_done_since < 0) all_done_since = now;
+    const bool finalize_hang = all_done && now - all_done_since > o_.finalize_timeout;
+    if (finalize_hang)
+      std::printf("launch: the job has not exited %.1f s after every rank reported done (finalize timeout %.1f s)\n",
+                  now - all_done_since, o_.finalize_timeout);
+    if (tripped >= 0 || finalize_hang) {
+      hang(now, tripped < 0);
+      break;
+    }
     check_stragglers(w);
     std::this_thread::sleep_for(std::chrono::duration<double>(o_.poll_s));
   }
   if (out.kind != Outcome::Success || !job.exited()) job.terminate(rank_pids(), o_.term_grace_s);
+  read_all(now_s());  // the heartbeats the ranks left: their last windows
+  check_stragglers(w);
   out.exit_code = job.exit_code();
   out.signal = rank_signal ? rank_signal : job.signal();
   out.message = job.last_error_line();
@@ -361,14 +442,33 @@ int Supervisor::run() {
     std::string how = o.kind == Outcome::Hang ? "hung" : o.kind == Outcome::Anomalies ? "aborted on anomalies" : "";
     if (o.kind == Outcome::Crash)
       how = o.signal ? cat("killed by signal ", o.signal) : o.exit_code >= 0 ? cat("exited with code ", o.exit_code) : "died";
-    std::printf("launch: %s: rank %d %s at step %lld%s%s\n", kind_name(o.kind), o.rank, how.c_str(),
+    std::printf("launch: %s: %s %s at step %lld%s%s\n", kind_name(o.kind),
+                o.rank >= 0 ? cat("rank ", o.rank).c_str() : "the job", how.c_str(),
                 (long long)o.step, o.stage.empty() ? "" : cat(" (stage ", o.stage, ")").c_str(),
                 o.message.empty() ? "" : cat(": ", o.message).c_str());
     json inc = {{"time", iso_time()},       {"unix", std::time(nullptr)},
                 {"kind", kind_name(o.kind)}, {"rank", o.rank < 0 ? json(nullptr) : json(o.rank)},
                 {"stage", o.stage},          {"step_at_failure", o.step},
                 {"attempt", attempt_no_},    {"exit_code", o.exit_code >= 0 ? json(o.exit_code) : json(nullptr)},
-                {"signal", o.signal ? json(o.signal) : json(nullptr)}, {"message", o.message}};
+                {"signal", o.signal ? json(o.signal) : json(nullptr)}, {"message", o.message},
+                {"ranks", o.ranks}};
+    if (!o.cause.empty()) inc["cause"] = o.cause;
+    // A finalisation hang comes after the last save: no restart while that save verifies.
+    std::optional<ResumePoint> final_rp;
+    if (o.kind == Outcome::Hang && o.stage == "finalize") {
+      final_rp = choose_resume_point(ckpt_dir_);
+      if (final_rp->corrupt.empty()) {
+        inc["final_checkpoint"] = final_rp->dir.empty() ? json(nullptr) : json(final_rp->step);
+        inc["step_resumed_from"] = nullptr;
+        inc["seconds_lost"] = 0;
+        record(inc);
+        std::printf("launch: the training is complete (%s); the job was ended, no restart\n",
+                    final_rp->dir.empty() ? "no checkpoint saved"
+                                          : cat("checkpoint step ", final_rp->step, " verifies").c_str());
+        finalize_hung_ = finished = true;
+        break;
+      }
+    }
     if (restarts_ >= o_.max_restarts) {
       inc["step_resumed_from"] = nullptr;
       inc["gave_up"] = true;
@@ -378,7 +478,7 @@ int Supervisor::run() {
       break;
     }
     const int64_t below = o.kind == Outcome::Anomalies ? o.first : 0;
-    ResumePoint rp = choose_resume_point(ckpt_dir_, below);
+    ResumePoint rp = final_rp ? *final_rp : choose_resume_point(ckpt_dir_, below);
     json corrupt = json::array();
     for (auto& [step, err] : rp.corrupt) {
       std::printf("launch: checkpoint step %lld does not verify (%s); falling back to an older one\n",
@@ -415,7 +515,7 @@ int Supervisor::run() {
   }
   settle_pending(false, now_s());
   summary(finished);
-  return finished ? 0 : 1;
+  return !finished ? 1 : finalize_hung_ ? kExitFinalizeHang : 0;
 }
 
 void Supervisor::summary(bool finished) {
@@ -423,6 +523,7 @@ void Supervisor::summary(bool finished) {
   for (double s : recover_s_) mean += s / double(recover_s_.size()), mx = std::max(mx, s);
   const double overhead = steps_s_ > 0 ? hb_s_ / steps_s_ : 0;
   json j = {{"finished", finished},
+            {"finalize_hang", finalize_hung_},
             {"attempts", attempt_no_},
             {"restarts", restarts_},
             {"incidents", counts_},
@@ -441,7 +542,7 @@ void Supervisor::summary(bool finished) {
   std::string inc;
   for (auto& [k, n] : counts_) inc += cat(inc.empty() ? "" : ", ", k, " ", n);
   std::printf("launch summary: %s; %d attempt(s), %d restart(s); incidents: %s\n",
-              finished ? "finished" : "NOT finished", attempt_no_, restarts_, inc.empty() ? "none" : inc.c_str());
+              !finished ? "NOT finished" : finalize_hung_ ? "finished, but the job hung in finalisation" : "finished", attempt_no_, restarts_, inc.empty() ? "none" : inc.c_str());
   std::printf("launch summary: recovered %zu, seconds lost mean %.2f max %.2f, steps lost %lld, corrupt "
               "checkpoints skipped %d, skipped windows %zu\n",
               recover_s_.size(), mean, mx, (long long)steps_lost_, corrupt_skipped_, skips_.size());

@@ -42,6 +42,7 @@ struct Runtime {
   Clock::time_point step_t0;
   double unit_s = 0;          // the last forward/backward, the unit of a slow injection's delay
   double last_compute_s = 0;  // the last step less its time blocked in communication
+  MedianWindow window{8};     // the last steps' compute times, for straggler detection
   bool seeded = false;
 
   // The accepted steps before `step` as the trainer logged them (full precision, trimmed to
@@ -84,8 +85,8 @@ struct Runtime {
 void add_train_flags(CLI::App& app, FtTrainOptions& o) {
   app.add_option("--inject", o.inject,
                  "fault injection, repeatable: kill:rank=R,step=S | hang:rank=R,step=S[,at=checkpoint] | nan:step=S | "
-                 "spike:step=S[,factor=F] | corrupt-ckpt[:step=S] | enospc:step=S[,nth=K] | slow:rank=R,factor=F "
-                 "(also ZAYA_INJECT)");
+                 "spike:step=S[,factor=F] | corrupt-ckpt[:step=S] | enospc:step=S[,nth=K] | slow:rank=R,factor=F | "
+                 "stop:rank=R,step=S[,at=checkpoint] (also ZAYA_INJECT)");
   app.add_option("--skip-steps", o.skip_steps,
                  "data windows A:B (1-based, inclusive) whose batches are drawn but not trained on; repeatable");
   app.add_option("--anomaly-zscore", o.anomaly_z,
@@ -102,6 +103,11 @@ void add_train_flags(CLI::App& app, FtTrainOptions& o) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--heartbeat-dir", o.heartbeat_dir, "write per-rank heartbeats here (zaya launch sets it)");
+  app.add_option("--straggler-window", o.straggler_window,
+                 "steps over which each heartbeat reports the median compute time (zaya launch judges "
+                 "stragglers on it)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
 }
 
 std::pair<int64_t, int64_t> parse_skip_window(const std::string& s) {
@@ -148,6 +154,8 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
   auto rt = std::make_shared<Runtime>();
   rt->rank = rank;
   rt->out_dir = out_dir;
+  ZAYA_CHECK(o.straggler_window >= 1, "--straggler-window ", o.straggler_window, " is not >= 1");
+  rt->window = MedianWindow(o.straggler_window);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (rank == 0 && !opt.resume) {
@@ -194,6 +202,8 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
   hooks.on_step = [rt, prev_on_step](const StepRecord& r) {
     if (prev_on_step) prev_on_step(r);
     rt->last_compute_s = std::max(0.0, r.seconds - r.comm_seconds);
+    rt->window.push(rt->last_compute_s);
+    if (rt->hb) rt->hb->set_window(rt->window, r.step);
   };
   auto prev_judge = hooks.judge;
   hooks.judge = [rt, prev_judge, resume = opt.resume](const StepCheck& c) {

@@ -27,6 +27,7 @@ struct FtTrainOptions {
   double loss_z = -1, grad_norm_z = -1; // per-signal thresholds (-1: anomaly_z)
   int window = 20, max_consecutive = 5;
   std::string heartbeat_dir;
+  int straggler_window = 8;  // steps in the rolling compute time each heartbeat reports
 };
 
 void add_train_flags(CLI::App& app, FtTrainOptions& o);
