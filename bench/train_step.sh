@@ -104,7 +104,8 @@ for (tag, cfg, B, T, steps), by_th in runs.items():
     fpt = size["flops_per_token"]["training"]
     print(f"\n== {os.path.basename(cfg)}  B={B} T={T}  {steps} timed steps (median), 2 warm-up, "
           f"training {fpt / 1e6:.1f} MFLOP/token (zaya size)")
-    print(f"{'':24s} {'thr':>3s} {'tokens/s':>10s} {'step ms':>9s} {'TFLOP/s':>8s} {'% peak':>7s} {'peak RSS':>9s}")
+    print(f"{'':24s} {'thr':>3s} {'tokens/s':>10s} {'step ms':>9s} {'TFLOP/s':>8s} {'% peak':>7s} "
+          f"{'peak RSS':>9s} {'GEMM %':>7s}")
     for th, r in sorted(by_th.items()):
         scale = th / 2  # the peak was measured at 2 threads
         for who, prec in (("zaya", "fp32"), ("zaya", "bf16"), ("torch", "fp32"), ("torch", "bf16")):
@@ -116,8 +117,9 @@ for (tag, cfg, B, T, steps), by_th in runs.items():
             fl = tp * fpt / 1e12
             pk = peak[f"{prec}_tflops"] * scale
             rss = f"{d['peak_rss_bytes'] / 2**20:.0f} MiB" if "peak_rss_bytes" in d else ""
+            gf = f"{100 * d['gemm_fraction']:.0f}%" if "gemm_fraction" in d else ""
             name = f"{who} {prec}" + (" (autocast)" if who == "torch" and prec == "bf16" else "")
-            print(f"{name:24s} {th:3d} {tp:10.1f} {step * 1e3:9.1f} {fl:8.4f} {100 * fl / pk:6.1f}% {rss:>9s}")
+            print(f"{name:24s} {th:3d} {tp:10.1f} {step * 1e3:9.1f} {fl:8.4f} {100 * fl / pk:6.1f}% {rss:>9s} {gf:>7s}")
             if who == "torch" and (first_torch is None or first_torch.get("bf16_gemm") is None):
                 first_torch = d
         zb = max(("fp32", "bf16"), key=lambda p: r[("zaya", p)]["tokens_per_s"])
