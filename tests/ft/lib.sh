@@ -4,7 +4,10 @@
 #                                   checkpoints) and <dir>/run-sync.toml (synchronous ones)
 #   ft_same_weights A B             every tensor slice checksum of the two final checkpoints equal
 set -euo pipefail
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# One thread per process whatever the caller set (FT_OMP_NUM_THREADS overrides): on a loaded
+# 2-core machine an oversubscribed OpenMP team turns a 3 ms step into seconds now and then,
+# which the hang timeouts would read as hangs; these runs prove supervision, not kernels.
+export OMP_NUM_THREADS=${FT_OMP_NUM_THREADS:-1} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PY=${ZAYA_PYTHON:-/usr/bin/python3}
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
