@@ -159,7 +159,7 @@ put("bench_profile", "elementwise_bad", SPLIT.join(parts[:4] + [b'{"exp_f32_per_
 vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3}
 for i in range(256):
     vocab["<0x%02X>" % i] = 4 + i
-base = ["\u2581", "h", "e", "l", "o", "w", "r", "d", "he", "ll", "hell", "hello", "\u2581hello", "\u2581w", "or", "\u2581wor", "\u2581world"]
+base = ["\u2581", "h", "e", "l", "o", "w", "r", "d", "he", "ll", "hell", "hello", "\u2581hello", "\u2581w", "or", "\u2581wor", "\u2581worl", "\u2581world"]
 for p in base:
     if p not in vocab:
         vocab[p] = len(vocab)
@@ -178,7 +178,7 @@ tok = {"version": "1.0", "truncation": None, "padding": None,
                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
                  "vocab": vocab,
                  "merges": [["h", "e"], ["l", "l"], ["he", "ll"], ["hell", "o"], ["\u2581", "hello"], ["\u2581", "w"],
-                            "o r", ["\u2581w", "or"], ["\u2581wor", "l"]]}}
+                            "o r", ["\u2581w", "or"], ["\u2581wor", "l"], ["\u2581worl", "d"]]}}
 cfg = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "eos_token": "<eos>",
        "pad_token": "<pad>", "unk_token": {"content": "<unk>"}}
 tj = json.dumps(tok, ensure_ascii=False).encode()
