@@ -42,15 +42,14 @@ fuzz: deps
 	FUZZ_TIMEOUT=1 bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
 # The GoogleTest suite and the CLI script tests built with -fsanitize=address,undefined
-# (build-asan/); any sanitizer report fails its test. The fuzz step is left out (it is its own
-# ASan build). Leaks inside the MPI, OpenMP and BLAS libraries: tests/fuzz/lsan.supp.
+# (build-asan/, -DZAYA_SANITIZE=ON: -O1 -g); any sanitizer report fails its test. The fuzz
+# step is left out (it is its own ASan build). Leaks inside the MPI, OpenMP and BLAS
+# libraries: tests/fuzz/lsan.supp.
 ASAN_BUILD ?= build-asan
-ASAN_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
   LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$(ASAN_FLAGS)" \
-	  -DCMAKE_EXE_LINKER_FLAGS="$(ASAN_FLAGS)"
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZAYA_SANITIZE=ON
 	$(ASAN_ENV) cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && $(ASAN_ENV) OMP_NUM_THREADS=2 ctest --output-on-failure -j 1 -E '^script[.]fuzz$$'
