@@ -78,7 +78,7 @@ inline GradResult check_op(const OpCase& op, uint64_t seed = 1) {
   std::vector<std::vector<double>> in;
   {
     OneThread one;
-    for (r.seed = seed; r.seed < seed + 1000; ++r.seed) {
+    for (r.seed = seed; r.seed < seed + 5000; ++r.seed) {
       in = draw_inputs(op, r.seed);
       if (!op.margin || op.margin(in) >= op.min_margin) break;
     }
