@@ -289,7 +289,9 @@ Outcome Supervisor::attempt(bool resume) {
                        {"step", x.have ? json(s.step) : json(nullptr)},
                        {"quiet_s", std::round((now - x.last_change) * 10) / 10},
                        {"process", state_name(s.state)},
-                       {"activity", s.activity == 1 ? json("polling") : s.activity == 0 ? json("idle") : json(nullptr)}});
+                       {"activity", s.activity == 1   ? json("polling")
+                                    : s.activity == 0 ? json("idle")
+                                                      : json(nullptr)}});
     }
     HangVerdict v = attribute_hang(st);
     if (finalize) {
@@ -368,9 +370,9 @@ Outcome Supervisor::attempt(bool resume) {
       if (done || quiet <= limit || tripped >= 0) continue;
       tripped = r;
       const bool ckpt = x.have && x.hb.stage == "checkpoint";
+      const char* which = !x.stepped && !ckpt ? "start-up" : ckpt ? "checkpoint" : "step";
       std::printf("launch: rank %d: no heartbeat progress for %.1f s (stage %s, %s timeout %.1f s)\n", r, quiet,
-                  x.have ? x.hb.stage.c_str() : "startup", !x.stepped && !ckpt ? "start-up" : ckpt ? "checkpoint" : "step",
-                  limit);
+                  x.have ? x.hb.stage.c_str() : "startup", which, limit);
     }
     if (all_done && all_done_since < 0) all_done_since = now;
     const bool finalize_hang = all_done && now - all_done_since > o_.finalize_timeout;
@@ -542,7 +544,10 @@ void Supervisor::summary(bool finished) {
   std::string inc;
   for (auto& [k, n] : counts_) inc += cat(inc.empty() ? "" : ", ", k, " ", n);
   std::printf("launch summary: %s; %d attempt(s), %d restart(s); incidents: %s\n",
-              !finished ? "NOT finished" : finalize_hung_ ? "finished, but the job hung in finalisation" : "finished", attempt_no_, restarts_, inc.empty() ? "none" : inc.c_str());
+              !finished        ? "NOT finished"
+              : finalize_hung_ ? "finished, but the job hung in finalisation"
+                               : "finished",
+              attempt_no_, restarts_, inc.empty() ? "none" : inc.c_str());
   std::printf("launch summary: recovered %zu, seconds lost mean %.2f max %.2f, steps lost %lld, corrupt "
               "checkpoints skipped %d, skipped windows %zu\n",
               recover_s_.size(), mean, mx, (long long)steps_lost_, corrupt_skipped_, skips_.size());
