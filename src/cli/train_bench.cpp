@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "core/log.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "kernels/gemm.h"
@@ -22,11 +23,15 @@ namespace {
 struct Opts {
   std::string config, precision = "fp32", optimizer = "adamw";
   int batch = 8, seq = 256, steps = 10, warmup = 2;
-  bool json = false;
+  bool json = false, profile = false;
+  std::string profile_clock = "wall";
 };
 
 void run(const Opts& o) {
   zaya::ModelConfig cfg = zaya::load_model_config(o.config);
+  if (o.profile_clock != "wall" && o.profile_clock != "thread")
+    zaya::fail("--profile-clock: expected wall or thread, got '", o.profile_clock, "'");
+  zaya::prof::set_clock(o.profile_clock == "thread" ? zaya::prof::Clock::ThreadCpu : zaya::prof::Clock::Wall);
   if (o.precision == "bf16") {
     if (!zaya::bf16_gemm_supported()) zaya::log_warn("no bf16 GEMM on this CPU: running fp32");
     zaya::gemm_settings().precision = zaya::GemmPrecision::BF16;
@@ -48,15 +53,30 @@ void run(const Opts& o) {
     for (auto& v : ids) v = int32_t(rng.below(cfg.vocab_size));
     zaya::gemm_stats() = {};
     zaya::gemm_stats_enable(true);
+    if (o.profile && s == o.warmup) zaya::prof::reset();
+    zaya::prof::enable(o.profile && s >= o.warmup);
     zaya::Timer t;
-    auto r = m.forward(ids.data(), ids.data() + 1, o.batch, o.seq);
+    zaya::ForwardResult r;
+    {
+      ZAYA_PROFILE("forward");
+      r = m.forward(ids.data(), ids.data() + 1, o.batch, o.seq);
+    }
     double t_f = t.seconds();
-    m.zero_grads();
-    m.backward();
+    {
+      ZAYA_PROFILE("backward");
+      m.zero_grads();
+      m.backward();
+    }
     double t_b = t.seconds();
     zaya::gemm_stats_enable(false);
-    opt.step(m.params.data(), m.grads.data(), 1e-4);
+    {
+      ZAYA_PROFILE("optimizer");
+      zaya::bf16* p16 = m.bf16_weights();  // bf16 GEMMs: the weights' copy, written in the same pass
+      opt.step(m.params.data(), m.grads.data(), 1e-4, 1.0, p16);
+      if (p16) m.mark_bf16_weights_current();
+    }
     double t_o = t.seconds();
+    zaya::prof::enable(false);
     loss = r.loss;
     if (s < o.warmup) continue;
     step_s.push_back(t_o);
@@ -73,15 +93,22 @@ void run(const Opts& o) {
   const double gemm_frac = median(gemm_s) / st;
   const size_t rss = zaya::peak_rss_bytes();
   if (o.json) {
+    nlohmann::json prof = nlohmann::json::array();
+    for (const auto& row : zaya::prof::report())
+      prof.push_back({{"zone", row.path}, {"ms", row.seconds * 1e3 / o.steps},
+                      {"gemm_ms", row.gemm_seconds * 1e3 / o.steps}, {"gemm_gflop", row.gemm_flops * 1e-9 / o.steps},
+                      {"calls", double(row.calls) / o.steps}});
     nlohmann::json j = {{"config", cfg.name},      {"batch", o.batch},          {"seq", o.seq},
                         {"precision", o.precision}, {"threads", omp_get_max_threads()},
                         {"step_time_s", st},        {"tokens_per_s", N / st},    {"forward_s", median(fwd_s)},
                         {"backward_s", median(bwd_s)}, {"optimizer_s", median(opt_s)}, {"gemm_fraction", gemm_frac},
                         {"peak_rss_bytes", rss},    {"loss", loss}};
+    if (o.profile) j["profile"] = prof;
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf("%s\n", zaya::gemm_runtime_info().c_str());
+  if (o.profile) std::printf("%s", zaya::prof::format_table(zaya::prof::report(), o.steps).c_str());
   std::printf("%s B=%d T=%d %s %s: step %.1f ms (fwd %.1f, bwd %.1f, opt %.1f), %.0f tokens/s, GEMM %.0f%% of step, "
               "peak RSS %s, loss %.4f\n",
               cfg.name.c_str(), o.batch, o.seq, o.precision.c_str(), o.optimizer.c_str(), st * 1e3,
@@ -102,5 +129,11 @@ ZAYA_COMMAND("train-bench", "Training-step throughput on random tokens (forward 
                app.add_option("--precision", o->precision, "fp32 or bf16");
                app.add_option("--optimizer", o->optimizer, "adamw or muon");
                app.add_flag("--json", o->json, "print JSON");
+               app.add_flag("--profile", o->profile,
+                            "time named zones (forward/backward/optimizer, per layer type and op kind) and print "
+                            "where a step goes: GEMM versus the rest");
+               app.add_option("--profile-clock", o->profile_clock,
+                              "wall (default), or thread: the main thread's CPU time, which leaves out waits "
+                              "for a core (with OMP_NUM_THREADS=1, a measure of the work on a loaded machine)");
                app.callback([o] { run(*o); });
              });

@@ -9,6 +9,7 @@
 
 #include "kernels/attention_avx512.h"
 #include "kernels/gemm.h"
+#include "kernels/vec_math.h"
 
 namespace zaya {
 
@@ -31,7 +32,15 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s)
   for (int t = 0; t < s.Tq; ++t) {
     T* row = S + size_t(t) * s.Tk;
     const int last = std::min(s.Tk - 1, s.q_pos0 + t);  // keys 0..last are visible
-    if (!have_lse) {
+    if constexpr (std::is_same_v<T, float>) {  // vector expf (kernels/vec_math.h)
+      if (!have_lse) {
+        const float m = row_max(row, last + 1), sum = row_sum_exp(row, last + 1, m);
+        row_exp_scale(row, row, last + 1, m, 1.f / sum);
+        lse_row[t] = m + std::log(sum);
+      } else {
+        row_exp_scale(row, row, last + 1, lse_row[t], 1.f);
+      }
+    } else if (!have_lse) {
       lse_row[t] = softmax_row(row, last + 1);
     } else {
       const T l = lse_row[t];
@@ -136,8 +145,9 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
           const T* go = dout + ooff + size_t(t) * lo;
           T Dt = 0;
           for (int d = 0; d < s.hd; ++d) Dt += o[d] * go[d];
-          T* pr = P + size_t(t) * s.Tk;
+          const T* pr = P + size_t(t) * s.Tk;
           T* dr = dP + size_t(t) * s.Tk;
+#pragma omp simd
           for (int u = 0; u < s.Tk; ++u) dr[u] = pr[u] * (dr[u] - Dt);
         }
         // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q

@@ -1,20 +1,15 @@
 #include "kernels/conv.h"
 
+#include <omp.h>
+
 #include <cstring>
+#include <vector>
 
 #include "core/parallel.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 
 namespace zaya {
-
-// Value of the padded input at padded step m of batch b, channel c.
-template <class T>
-static inline T padded(const T* p, const T* halo, const ConvShape& s, int b, int m, int c) {
-  const int P = s.K0 - 1 + s.K1 - 1;
-  if (m >= P) return p[(size_t(b) * s.T + (m - P)) * s.C + c];
-  return halo ? halo[(size_t(b) * P + m) * s.C + c] : T(0);
-}
 
 // Repack w1 [C, hd, K1] -> w1p [K1, C, hd].
 template <class T>
@@ -31,7 +26,7 @@ void causal_conv_depthwise(T* y0, const T* p, const T* halo, const T* w0, const 
     const int b = int(bj / Tr), j = int(bj % Tr);
     T* yr = y0 + size_t(bj) * C;
     for (int c = 0; c < C; ++c) yr[c] = b0[c];
-    for (int k = 0; k < K0; ++k) {  // one input row per tap (as padded(), hoisted out of the channel loop)
+    for (int k = 0; k < K0; ++k) {  // one input row per tap (hoisted out of the channel loop)
       const int m = j + k;
       const T* src = m >= P ? p + (size_t(b) * s.T + (m - P)) * C : halo ? halo + (size_t(b) * P + m) * C : nullptr;
       if (!src) continue;  // zero padding
@@ -87,26 +82,55 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
   for (int k = 0; k < K1; ++k)
     for (int o = 0; o < C; ++o)
       for (int i = 0; i < hd; ++i) dw1[(size_t(o) * hd + i) * K1 + k] += dw1p[(size_t(k) * C + o) * hd + i];
-  // Stage 1 backward: parallel over channels (each channel's dw0/db0 is private to it).
-#pragma omp parallel for schedule(static)
-  for (int c = 0; c < C; ++c) {
-    T gb = 0, gw[8] = {};
-    for (int b = 0; b < s.B; ++b)
-      for (int j = 0; j < Tr; ++j) {
-        const T g = dy0[(size_t(b) * Tr + j) * C + c];
-        gb += g;
-        for (int k = 0; k < K0; ++k) {
-          const int m = j + k;
-          gw[k] += g * padded(p, halo, s, b, m, c);
-          const T gx = g * w0[size_t(c) * K0 + k];
-          if (m >= P)
-            dp[(size_t(b) * s.T + (m - P)) * C + c] += gx;
-          else if (dhalo)
-            dhalo[(size_t(b) * P + m) * C + c] += gx;
-        }
+  // Stage 1 backward, by rows: each dp / dhalo row gathers the taps that read it (race-free),
+  // and each thread sums its rows' dw0/db0 terms, reduced at the end in thread order (the
+  // same result for the same thread count). Walking dy0 per channel, strided by C, was
+  // cache-bound: ~30% of the CCA backward.
+  std::vector<T> w0t(size_t(K0) * C);  // [K0, C]
+  for (int c = 0; c < C; ++c)
+    for (int k = 0; k < K0; ++k) w0t[size_t(k) * C + c] = w0[size_t(c) * K0 + k];
+  const int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
+  std::vector<T> part(size_t(nth) * (K0 + 1) * C, T(0));  // per thread: gw [K0, C], then gb [C]
+  const int64_t rows = int64_t(s.B) * Tr;
+#pragma omp parallel num_threads(nth)
+  {
+    T* acc = part.data() + size_t(omp_get_thread_num()) * (K0 + 1) * C;
+#pragma omp for schedule(static)
+    for (int64_t bj = 0; bj < rows; ++bj) {
+      const int b = int(bj / Tr), j = int(bj % Tr);
+      const T* g = dy0 + size_t(bj) * C;
+      T* gb = acc + size_t(K0) * C;
+      for (int c = 0; c < C; ++c) gb[c] += g[c];
+      for (int k = 0; k < K0; ++k) {
+        const int m = j + k;
+        const T* src = m >= P ? p + (size_t(b) * s.T + (m - P)) * C : halo ? halo + (size_t(b) * P + m) * C : nullptr;
+        if (!src) continue;
+        T* gw = acc + size_t(k) * C;
+        for (int c = 0; c < C; ++c) gw[c] += g[c] * src[c];
       }
-    db0[c] += gb;
-    for (int k = 0; k < K0; ++k) dw0[size_t(c) * K0 + k] += gw[k];
+    }
+    // Padded row m is read by y0 rows j = m - k: dp for m >= P, dhalo for m < P.
+    const int64_t padded_rows = int64_t(s.B) * (s.T + P);
+#pragma omp for schedule(static)
+    for (int64_t bm = 0; bm < padded_rows; ++bm) {
+      const int b = int(bm / (s.T + P)), m = int(bm % (s.T + P));
+      T* dst = m >= P ? dp + (size_t(b) * s.T + (m - P)) * C : dhalo ? dhalo + (size_t(b) * P + m) * C : nullptr;
+      if (!dst) continue;
+      for (int k = 0; k < K0; ++k) {
+        const int j = m - k;
+        if (j < 0 || j >= Tr) continue;
+        const T* g = dy0 + (size_t(b) * Tr + j) * C;
+        const T* wk = w0t.data() + size_t(k) * C;
+        for (int c = 0; c < C; ++c) dst[c] += g[c] * wk[c];
+      }
+    }
+  }
+  for (int t = 0; t < nth; ++t) {
+    const T* acc = part.data() + size_t(t) * (K0 + 1) * C;
+    for (int c = 0; c < C; ++c) {
+      for (int k = 0; k < K0; ++k) dw0[size_t(c) * K0 + k] += acc[size_t(k) * C + c];
+      db0[c] += acc[size_t(K0) * C + c];
+    }
   }
 }
 

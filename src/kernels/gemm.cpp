@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -18,6 +19,7 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/profile.h"
 #include "core/timer.h"
 
 namespace zaya {
@@ -56,6 +58,10 @@ const char* gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::BF
 // Measured on the development machine (AMD EPYC, 2 cores, AVX-512 + AVX512-BF16), see
 // README "GEMM engines": OpenBLAS sgemm beats oneDNN fp32 on the model's shapes, and
 // OpenBLAS has no bf16 GEMM, so bf16 goes to oneDNN.
+static Bf16Mirror g_mirror;
+void gemm_set_bf16_mirror(const Bf16Mirror& m) { g_mirror = m; }
+const Bf16Mirror& gemm_bf16_mirror() { return g_mirror; }
+
 GemmEngine gemm_resolve(GemmPrecision prec) {
   static GemmEngine forced = [] {
     const char* e = std::getenv("ZAYA_GEMM_ENGINE");
@@ -116,13 +122,20 @@ struct Dnnl {
   }
 };
 
-// Packs op-storage of X (rows x cols with leading dim ld) into bf16, contiguous.
-void pack_bf16(const float* X, int rows, int cols, int ld, std::vector<bf16>& out) {
-  out.resize(size_t(rows) * cols);
+// Packs op-storage of X (rows x cols with leading dim ld) into bf16, contiguous, with zero
+// rows and columns up to rows_pad x cols_pad (0: no padding).
+void pack_bf16(const float* X, int rows, int cols, int ld, std::vector<bf16>& out, int rows_pad = 0,
+               int cols_pad = 0) {
+  const int rp = std::max(rows, rows_pad), cp = std::max(cols, cols_pad);
+  out.resize(size_t(rp) * cp);
   bf16* o = out.data();
 #pragma omp parallel for schedule(static) if (size_t(rows) * cols > (1u << 15))
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) o[size_t(r) * cols + c] = to_bf16(X[size_t(r) * ld + c]);
+  for (int r = 0; r < rp; ++r) {
+    int c = 0;
+    if (r < rows)
+      for (; c < cols; ++c) o[size_t(r) * cp + c] = to_bf16(X[size_t(r) * ld + c]);
+    for (; c < cp; ++c) o[size_t(r) * cp + c] = bf16{0};
+  }
 }
 
 // One oneDNN matmul: A [M, K] and B [K, N] of `type` as op-storage with leading dims la/lb,
@@ -140,23 +153,96 @@ void dnnl_execute(dnnl::memory::data_type type, Trans ta, Trans tb, int M, int N
   d.strm.wait();
 }
 
+// The mirror's copy of X (rows x cols with leading dim ld), or nullptr when X is not wholly inside it.
+const bf16* mirrored(const float* X, int rows, int cols, int ld) {
+  if (!g_mirror.data || X < g_mirror.base) return nullptr;
+  const size_t off = size_t(X - g_mirror.base), extent = size_t(rows - 1) * size_t(ld) + size_t(cols);
+  return off + extent <= g_mirror.n ? g_mirror.data + off : nullptr;
+}
+
+// X as bf16: the mirror's copy (leading dim ld) or a fresh rounding into buf (leading dim cols).
+const bf16* as_bf16(const float* X, int rows, int cols, int ld, std::vector<bf16>& buf, long& ld_out) {
+  if (const bf16* m = mirrored(X, rows, cols, ld)) {
+    ld_out = ld;
+    return m;
+  }
+  pack_bf16(X, rows, cols, ld, buf);
+  ld_out = cols;
+  return buf.data();
+}
+
+// A bf16 product's shapes are kept to a bounded set, so that oneDNN creates each primitive
+// once and then finds it in the cache: the rows an expert receives change every step, and a
+// primitive's creation (JIT) costs ~1 ms, about as much as the product itself. M is cut into
+// a multiple of kRowStep and a tail padded to a multiple of kTailStep; K of a product of two
+// activations (a dW product's token count) is padded with zeros to a multiple of kDepthStep. Rows are independent and the
+// zeros add nothing, so the results are the same products.
+constexpr int kRowStep = 64, kTailStep = 16, kDepthStep = 64;
+
+int round_up(int x, int step) { return (x + step - 1) / step * step; }
+
 void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   if (prec != GemmPrecision::BF16)
     return dnnl_execute(dnnl::memory::data_type::f32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  static thread_local std::vector<bf16> abuf, bbuf;
+  static thread_local std::vector<bf16> abuf, bbuf, tbuf;
+  static thread_local std::vector<float> cbuf;
   const int ar = ta == Trans::N ? M : K, ac = ta == Trans::N ? K : M;
   const int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
-  pack_bf16(A, ar, ac, lda, abuf);
-  pack_bf16(B, br, bc, ldb, bbuf);
-  dnnl_execute(dnnl::memory::data_type::bf16, ta, tb, M, N, K, alpha, abuf.data(), ac, bbuf.data(), bc, beta, C, ldc);
+  // A product with a weight has a model dimension for K; only activation-by-activation
+  // products (dW = dY^T X over the tokens an expert got) need the padding.
+  const bool weights = mirrored(A, ar, ac, lda) || mirrored(B, br, bc, ldb);
+  const int Kp = K % kDepthStep && !weights ? round_up(K, kDepthStep) : K;
+  long la = 0, lb = 0;
+  const bf16 *a16, *b16;
+  if (Kp == K) {
+    a16 = as_bf16(A, ar, ac, lda, abuf, la);
+    b16 = as_bf16(B, br, bc, ldb, bbuf, lb);
+  } else {  // K runs along A's storage columns (N) or rows (T), and B's rows (N) or columns (T)
+    pack_bf16(A, ar, ac, lda, abuf, ta == Trans::N ? 0 : Kp, ta == Trans::N ? Kp : 0);
+    pack_bf16(B, br, bc, ldb, bbuf, tb == Trans::N ? Kp : 0, tb == Trans::N ? 0 : Kp);
+    a16 = abuf.data(), la = ta == Trans::N ? Kp : M;
+    b16 = bbuf.data(), lb = tb == Trans::N ? N : Kp;
+  }
+  const int Mm = M > kRowStep ? M / kRowStep * kRowStep : 0, r = M - Mm;
+  if (Mm) dnnl_execute(dnnl::memory::data_type::bf16, ta, tb, Mm, N, Kp, alpha, a16, la, b16, lb, beta, C, ldc);
+  if (!r) return;
+  // The tail rows of op(A), as a zero-padded [rp, Kp] block, into a scratch C block.
+  const int rp = round_up(r, kTailStep);
+  tbuf.assign(size_t(rp) * Kp, bf16{0});
+  for (int i = 0; i < r; ++i)
+    for (int k = 0; k < Kp; ++k)
+      tbuf[size_t(i) * Kp + k] = ta == Trans::N ? a16[size_t(Mm + i) * la + k] : a16[size_t(k) * la + Mm + i];
+  cbuf.assign(size_t(rp) * N, 0.f);
+  float* ct = C + size_t(Mm) * ldc;
+  if (beta != 0.f)
+    for (int i = 0; i < r; ++i) std::memcpy(&cbuf[size_t(i) * N], ct + size_t(i) * ldc, sizeof(float) * N);
+  dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, tb, rp, N, Kp, alpha, tbuf.data(), Kp, b16, lb, beta,
+               cbuf.data(), N);
+  for (int i = 0; i < r; ++i) std::memcpy(ct + size_t(i) * ldc, &cbuf[size_t(i) * N], sizeof(float) * N);
 }
 
-void record_gemm(double t0, int M, int N, int K) {
+bool timing_on() { return g_stats_on || prof::enabled(); }
+
+// Start times on both clocks: gemm_stats' wall clock and the profile's (which may be thread CPU time).
+struct GemmT0 {
+  double wall = 0, prof = 0;
+};
+GemmT0 gemm_t0() {
+  GemmT0 t;
+  if (g_stats_on) t.wall = now_seconds();
+  if (prof::enabled()) t.prof = prof::now();
+  return t;
+}
+
+void record_gemm(const GemmT0& t0, int M, int N, int K) {
+  if (!timing_on()) return;
+  const double flops = 2.0 * M * N * K;
+  if (prof::enabled()) prof::add_gemm(prof::now() - t0.prof, flops);
   if (!g_stats_on) return;
   auto& s = gemm_stats();
-  s.seconds += now_seconds() - t0;
-  s.flops += 2.0 * M * N * K;
+  s.seconds += now_seconds() - t0.wall;
+  s.flops += flops;
   s.calls++;
 }
 
@@ -164,7 +250,7 @@ void record_gemm(double t0, int M, int N, int K) {
 
 void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16* W, float beta, float* y, int ldy) {
   if (M == 0 || N == 0) return;
-  const double t0 = g_stats_on ? now_seconds() : 0;
+  const GemmT0 t0 = gemm_t0();
   static thread_local std::vector<bf16> abuf;
   pack_bf16(x, M, K, ldx, abuf);
   dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
@@ -184,7 +270,7 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
                const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
-  double t0 = g_stats_on ? now_seconds() : 0;
+  const GemmT0 t0 = gemm_t0();
   if (prec == GemmPrecision::BF16 && !bf16_gemm_supported()) {
     static bool warned = false;
     if (!warned) log_warn("this CPU has no AVX512-BF16/AMX: bf16 GEMMs run in fp32");
@@ -230,8 +316,12 @@ void gemm_serial(Trans ta, Trans tb, int M, int N, int K, double alpha, const do
 void maybe_reexec_for_blas_core(char** argv) {
   const char* pref = std::getenv("ZAYA_BLAS_CORE");
   if ((pref && !std::strcmp(pref, "keep")) || std::getenv("ZAYA_BLAS_REEXEC") || !cpu_features().avx512f) return;
+  // Any core without AVX-512 kernels: Haswell/Zen (the image's pin), or a generic fallback
+  // such as Prescott, which DYNAMIC_ARCH picks for a CPU model it does not know (a VM's
+  // "Intel Xeon Processor" with AMX was seen to get Prescott's SSE3 kernels).
   const char* core = openblas_get_corename();
-  if (strcasecmp(core, "Haswell") != 0 && strcasecmp(core, "Zen") != 0) return;
+  for (const char* avx512_core : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (!strcasecmp(core, avx512_core)) return;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
   setenv("ZAYA_BLAS_REEXEC", "1", 1);  // never loop
   execv("/proc/self/exe", argv);  // returns only on failure: then carry on with what we have

@@ -7,6 +7,7 @@
 // this machine class (see README, "GEMM engines"); it can be forced with ZAYA_GEMM_ENGINE.
 // double always goes to OpenBLAS dgemm (gradient checks).
 #pragma once
+#include <cstddef>
 #include <string>
 
 #include "core/bf16.h"
@@ -35,6 +36,18 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
                float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C,
                int ldc);
 
+// bf16 copies of fp32 arrays for the bf16 GEMMs: while a mirror is set, an operand that lies
+// wholly inside [base, base + n) is read from data[operand - base] instead of being rounded
+// to bf16 again. The model sets its weights' copy for the span of a forward or backward, so
+// weights are rounded once per optimizer step (in the optimizer's pass), not once per product.
+struct Bf16Mirror {
+  const float* base = nullptr;
+  size_t n = 0;
+  const bf16* data = nullptr;
+};
+void gemm_set_bf16_mirror(const Bf16Mirror& m);  // Bf16Mirror{} clears
+const Bf16Mirror& gemm_bf16_mirror();
+
 // The engine Auto resolves to for a precision.
 GemmEngine gemm_resolve(GemmPrecision prec);
 const char* gemm_engine_name(GemmEngine e);
@@ -55,8 +68,9 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
 // (3072^3 fp32: Haswell 0.109, Cooperlake 0.171, SkylakeX 0.187 TFLOP/s; bench/README.md),
 // but the machine image pins OPENBLAS_CORETYPE=Haswell.
 // OpenBLAS reads OPENBLAS_CORETYPE only when it loads, so the zaya binary calls this first
-// thing in main(): if the CPU has AVX-512 and OpenBLAS runs its Haswell/Zen kernels (also
-// when OPENBLAS_CORETYPE=Haswell is set machine-wide, as on our CI image), it sets
+// thing in main(): if the CPU has AVX-512 and OpenBLAS runs kernels without it (Haswell/Zen,
+// also when OPENBLAS_CORETYPE=Haswell is set machine-wide, as on our CI image; or a generic
+// core such as Prescott for a CPU model DYNAMIC_ARCH does not know), it sets
 // OPENBLAS_CORETYPE=SkylakeX and re-executes itself (same pid, same arguments).
 // ZAYA_BLAS_CORE=keep leaves OpenBLAS's choice alone.
 void maybe_reexec_for_blas_core(char** argv);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+
+#include "kernels/vec_math.h"
 
 namespace zaya {
 
@@ -12,10 +15,16 @@ double cross_entropy_forward(T* lse, T* logprob, const T* logits, const int32_t*
 #pragma omp parallel for schedule(static) reduction(+ : total, n)
   for (int i = 0; i < N; ++i) {
     const T* z = logits + size_t(i) * V;
-    T m = z[0];
-    for (int v = 1; v < V; ++v) m = std::max(m, z[v]);
-    T s = 0;  // exp in the working precision (vectorises); the sum stays accurate in fp32 for V <= 1e6
-    for (int v = 0; v < V; ++v) s += std::exp(z[v] - m);
+    T m, s;  // exp in the working precision; 32 partial sums keep fp32 accurate for V <= 1e6
+    if constexpr (std::is_same_v<T, float>) {
+      m = row_max(z, V);
+      s = row_sum_exp(z, V, m);
+    } else {
+      m = z[0];
+      for (int v = 1; v < V; ++v) m = std::max(m, z[v]);
+      s = 0;
+      for (int v = 0; v < V; ++v) s += std::exp(z[v] - m);
+    }
     const double l = double(m) + std::log(double(s));
     lse[i] = T(l);
     const int32_t t = targets[i];
@@ -44,7 +53,10 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
       continue;
     }
     const T l = lse[i];
-    for (int v = 0; v < V; ++v) dz[v] = std::exp(z[v] - l) * scale;
+    if constexpr (std::is_same_v<T, float>)
+      row_exp_scale(dz, z, V, l, scale);
+    else
+      for (int v = 0; v < V; ++v) dz[v] = std::exp(z[v] - l) * scale;
     dz[t] -= scale;
   }
 }

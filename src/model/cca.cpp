@@ -4,9 +4,11 @@
 #include <omp.h>
 
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/profile.h"
 #include "kernels/attention.h"
 #include "kernels/conv.h"
 #include "kernels/gemm.h"
@@ -59,6 +61,7 @@ void CcaScratch<T>::resize(const ModelConfig& c, int B, int T_) {
   dqk_pre_NC.assign(N * C, 0);
   dp_NC.assign(N * C, 0);
   dv_NV.assign(N * c.num_kv_heads * c.head_dim, 0);
+  dvproj_NV.assign(N * c.num_kv_heads * c.head_dim, 0);
   dconv_tall.assign(tall, 0);
   dy0_tall.assign(tall, 0);
 }
@@ -119,6 +122,13 @@ void cca_qk_mean(T* qk_pre, const T* conv_tall, const T* p, const ModelConfig& c
   });
 }
 
+// The fused products read [linear_q; linear_k] and [val_proj1; val_proj2] as one matrix each:
+// build_layout puts each pair back to back.
+static void check_fused_projections(const CcaOffsets& o, const Dims& z) {
+  ZAYA_CHECK(o.wk == o.wq + size_t(z.QD) * z.D && o.wv2 == o.wv1 + size_t(z.VH) * z.D,
+             "cca: linear_q/linear_k and val_proj1/val_proj2 must be adjacent in the parameter layout");
+}
+
 template <class T>
 void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
                  const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache, SeqShard<T>* shard) {
@@ -136,13 +146,21 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
                " positions; ", cache->len, " used, ", d.T, " more requested");
   T* p = s.p_NC.data();
   T* v = s.v_NV.data();
-  // 1. q0, k0 projections, packed along channels.
-  gemm(Trans::N, Trans::T, z.N, z.QD, z.D, T(1), x, z.D, W + o.wq, z.D, T(0), p, z.C);
-  gemm(Trans::N, Trans::T, z.N, z.KD, z.D, T(1), x, z.D, W + o.wk, z.D, T(0), p + z.QD, z.C);
-  // 4. values: val_proj1(x_t) | val_proj2(x_{t-1}), x_{-1} = 0.
-  gemm(Trans::N, Trans::T, z.N, z.VH, z.D, T(1), x, z.D, W + o.wv1, z.D, T(0), v, z.KD);
+  check_fused_projections(o, z);
+  // 1. q0, k0 projections, packed along channels: one product with [linear_q; linear_k].
+  std::optional<prof::Zone> zone;
+  zone.emplace("projections");
+  gemm(Trans::N, Trans::T, z.N, z.C, z.D, T(1), x, z.D, W + o.wq, z.D, T(0), p, z.C);
+  // 4. values: val_proj1(x_t) | val_proj2(x_{t-1}), x_{-1} = 0. One product with
+  // [val_proj1; val_proj2] gives [W1 x_t | W2 x_t]; the second half then moves down a row.
+  gemm(Trans::N, Trans::T, z.N, z.KD, z.D, T(1), x, z.D, W + o.wv1, z.D, T(0), v, z.KD);
   if (shard) shard->halo(p, x, d.B, d.T, z.C, P, z.D, s.halo_BPC.data(), s.x_prev_BD.data());
   const T* x_prev = cache ? cache->x_prev_BD.data() : shard ? s.x_prev_BD.data() : nullptr;
+  parallel_for(d.B, [&](int64_t b) {
+    T* vb = v + size_t(b) * d.T * z.KD;
+    for (int t = d.T - 1; t >= 1; --t)
+      std::memcpy(vb + size_t(t) * z.KD + z.VH, vb + size_t(t - 1) * z.KD + z.VH, sizeof(T) * z.VH);
+  });
   for (int b = 0; b < d.B; ++b) {
     T* vb = v + size_t(b) * d.T * z.KD;
     if (x_prev)  // the previous token's x continues the value shift
@@ -150,10 +168,10 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
            z.KD);
     else
       std::memset(vb + z.VH, 0, sizeof(T) * z.VH);
-    gemm(Trans::N, Trans::T, d.T - 1, z.VH, z.D, T(1), x + size_t(b) * d.T * z.D, z.D, W + o.wv2, z.D, T(0),
-         vb + z.KD + z.VH, z.KD);
   }
   // 2. causal depthwise + grouped convolution over time.
+  zone.reset();
+  zone.emplace("conv+qk_mean");
   ConvShape cs{d.B, d.T, z.C, z.hd, c.conv_kernel0, c.conv_kernel1};
   causal_conv_forward(s.conv_tall.data(), s.y0_tall.data(), k.w1p.data(), p,
                       cache ? cache->p_tail_BPC.data() : shard ? s.halo_BPC.data() : (const T*)nullptr, W + o.conv0_w,
@@ -162,6 +180,8 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
   T* qk_pre = s.qk_pre_NC.data();
   cca_qk_mean(qk_pre, s.conv_tall.data(), p, c, d);
   // 5. L2 normalisation (k with its per-head temperature), 6. partial RoPE.
+  zone.reset();
+  zone.emplace("l2norm+rope");
   T* qk = s.qk_NC.data();
   T* norms = s.norms_NH.data();
   l2norm_forward(qk, norms, qk_pre, (const T*)nullptr, z.N, z.Hq, z.hd, z.C);
@@ -169,6 +189,8 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
   rope_forward(qk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
   rope_forward(qk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
   // 7. causal GQA attention, 8. o_proj.
+  zone.reset();
+  zone.emplace("attention");
   if (shard) {
     // Queries of this shard against the keys of every shard up to it (causal).
     const int Tk = (shard->index() + 1) * d.T;
@@ -190,6 +212,8 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
                       k.attn.data());
     cache->len += d.T;
   }
+  zone.reset();
+  zone.emplace("projections");
   gemm(Trans::N, Trans::T, z.N, z.D, z.QD, T(1), s.attn_NQ.data(), z.QD, W + o.wo, z.QD, T(0), out, z.D);
 }
 
@@ -201,10 +225,14 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   if (shard && shard->count() == 1) shard = nullptr;
   const int P = c.conv_pad();
   // 8. o_proj
+  std::optional<prof::Zone> zone;
+  zone.emplace("projections");
   T* d_attn = k.d_attn_NQ.data();
   gemm(Trans::N, Trans::N, z.N, z.QD, z.D, T(1), dout, z.D, W + o.wo, z.QD, T(0), d_attn, z.QD);
   gemm(Trans::T, Trans::N, z.D, z.QD, z.N, T(1), dout, z.D, s.attn_NQ.data(), z.QD, T(1), dW + o.wo, z.QD);
   // 7. attention
+  zone.reset();
+  zone.emplace("attention");
   T* dqk = k.dqk_NC.data();
   T* dv = k.dv_NV.data();
   std::memset(dqk, 0, sizeof(T) * k.dqk_NC.size());
@@ -229,6 +257,8 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
                        s.v_NV.data(), as, k.attn.data());
   }
   // 6. RoPE, 5. normalisation
+  zone.reset();
+  zone.emplace("l2norm+rope");
   rope_backward(dqk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
   rope_backward(dqk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
   T* dpre = k.dqk_pre_NC.data();
@@ -238,6 +268,8 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   l2norm_backward(dpre + z.QD, dW + o.temp, dqk + z.QD, s.qk_pre_NC.data() + z.QD, norms + size_t(z.N) * z.Hq,
                   W + o.temp, z.N, z.Hk, z.hd, z.C);
   // 3. q-k mean: the conv output gets the gradient as is; q0/k0 through m.
+  zone.reset();
+  zone.emplace("conv+qk_mean");
   T* dconv = k.dconv_tall.data();
   T* dp = k.dp_NC.data();
   parallel_for(d.B * z.Tr, [&](int64_t r_) {
@@ -286,21 +318,26 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
     }
     shard->halo_grads(k.dhalo_BPC.data(), k.dx_prev_BD.data(), d.B, d.T, z.C, P, z.D, dp, dx);
   }
-  // 1. projections
-  gemm(Trans::N, Trans::N, z.N, z.D, z.QD, T(1), dp, z.C, W + o.wq, z.D, T(1), dx, z.D);
-  gemm(Trans::T, Trans::N, z.QD, z.D, z.N, T(1), dp, z.C, x, z.D, T(1), dW + o.wq, z.D);
-  gemm(Trans::N, Trans::N, z.N, z.D, z.KD, T(1), dp + z.QD, z.C, W + o.wk, z.D, T(1), dx, z.D);
-  gemm(Trans::T, Trans::N, z.KD, z.D, z.N, T(1), dp + z.QD, z.C, x, z.D, T(1), dW + o.wk, z.D);
-  // 4. values
-  gemm(Trans::N, Trans::N, z.N, z.D, z.VH, T(1), dv, z.KD, W + o.wv1, z.D, T(1), dx, z.D);
-  gemm(Trans::T, Trans::N, z.VH, z.D, z.N, T(1), dv, z.KD, x, z.D, T(1), dW + o.wv1, z.D);
-  for (int b = 0; b < d.B; ++b) {
-    const T* dvb = dv + (size_t(b) * d.T + 1) * z.KD + z.VH;
-    const T* xb = x + size_t(b) * d.T * z.D;
-    gemm(Trans::N, Trans::N, d.T - 1, z.D, z.VH, T(1), dvb, z.KD, W + o.wv2, z.D, T(1), dx + size_t(b) * d.T * z.D,
-         z.D);
-    gemm(Trans::T, Trans::N, z.VH, z.D, d.T - 1, T(1), dvb, z.KD, xb, z.D, T(1), dW + o.wv2, z.D);
-  }
+  // 1. projections ([linear_q; linear_k] as one matrix)
+  zone.reset();
+  zone.emplace("projections");
+  gemm(Trans::N, Trans::N, z.N, z.D, z.C, T(1), dp, z.C, W + o.wq, z.D, T(1), dx, z.D);
+  gemm(Trans::T, Trans::N, z.C, z.D, z.N, T(1), dp, z.C, x, z.D, T(1), dW + o.wq, z.D);
+  // 4. values: undo the shift, dy_t = [dv_t (first half) | dv_{t+1} (second half)], the last
+  // row of each sequence has no successor; then one product pair with [val_proj1; val_proj2].
+  T* dy = k.dvproj_NV.data();
+  parallel_for(d.B, [&](int64_t b) {
+    for (int t = 0; t < d.T; ++t) {
+      const size_t row = size_t(b) * d.T + t;
+      std::memcpy(dy + row * z.KD, dv + row * z.KD, sizeof(T) * z.VH);
+      if (t + 1 < d.T)
+        std::memcpy(dy + row * z.KD + z.VH, dv + (row + 1) * z.KD + z.VH, sizeof(T) * z.VH);
+      else
+        std::memset(dy + row * z.KD + z.VH, 0, sizeof(T) * z.VH);
+    }
+  });
+  gemm(Trans::N, Trans::N, z.N, z.D, z.KD, T(1), dy, z.KD, W + o.wv1, z.D, T(1), dx, z.D);
+  gemm(Trans::T, Trans::N, z.KD, z.D, z.N, T(1), dy, z.KD, x, z.D, T(1), dW + o.wv1, z.D);
 }
 
 #define ZAYA_INST(T)                                                                                        \

@@ -30,6 +30,7 @@ template <class T>
 struct CcaScratch {
   std::vector<T> w1p, dw1p, attn;                       // packed conv weights, attention [T,T] tiles
   std::vector<T> d_attn_NQ, dqk_NC, dqk_pre_NC, dp_NC, dv_NV, dconv_tall, dy0_tall;
+  std::vector<T> dvproj_NV;  // gradient of [val_proj1 x_t | val_proj2 x_t] (the shift undone)
   std::vector<T> dk_all_BSK, dv_all_BSK, dk_NK, dhalo_BPC, dx_prev_BD;  // context parallel
   void resize(const ModelConfig& c, int B, int T_);
 };

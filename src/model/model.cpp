@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "kernels/gemm.h"
 #include "kernels/loss.h"
 #include "kernels/norm.h"
@@ -52,6 +54,38 @@ void Model<T>::set_aux_loss_coeff(double coeff) {
   aux_coeff_ = coeff;
   for (size_t n = 1; n < acts_.size(); n += 2) acts_[n].moe.aux_coeff = coeff;
 }
+
+template <class T>
+bf16* Model<T>::bf16_weights() {
+  if (!std::is_same_v<T, float> || gemm_settings().precision != GemmPrecision::BF16 || !bf16_gemm_supported()) {
+    params_bf16.clear();
+    bf16_current_ = false;
+    return nullptr;
+  }
+  if (params_bf16.size() != params.size()) {
+    params_bf16.resize(params.size());
+    bf16_current_ = false;
+  }
+  return params_bf16.data();
+}
+
+namespace {
+// Sets the model's weight mirror for the span of a forward or backward, then restores.
+struct MirrorScope {
+  Bf16Mirror prev = gemm_bf16_mirror();
+  explicit MirrorScope(const Bf16Mirror& m) { gemm_set_bf16_mirror(m); }
+  ~MirrorScope() { gemm_set_bf16_mirror(prev); }
+  MirrorScope(const MirrorScope&) = delete;
+  MirrorScope& operator=(const MirrorScope&) = delete;
+};
+
+template <class T>
+Bf16Mirror mirror_of(const std::vector<T>& params, const std::vector<bf16>& p16) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!p16.empty()) return {params.data(), params.size(), p16.data()};
+  return {};
+}
+}  // namespace
 
 template <class T>
 void Model<T>::zero_grads() {
@@ -116,7 +150,17 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     ZAYA_CHECK(inputs[i] >= 0 && inputs[i] < V, "token id ", inputs[i], " at position ", i,
                " is outside the vocabulary (", V, ")");
   std::copy(inputs, inputs + N, inputs_.begin());
-  embedding_forward(emb_ND_.data(), inputs, p(layout.embed), N, D);
+  if constexpr (std::is_same_v<T, float>)
+    if (bf16_weights() && !bf16_current_) {
+      ZAYA_PROFILE("bf16_weights");
+      convert_to_bf16(params.data(), params_bf16.data(), params.size());
+    }
+  bf16_for_backward_ = !params_bf16.empty();
+  MirrorScope mirror(mirror_of(params, params_bf16));
+  {
+    ZAYA_PROFILE("embedding");
+    embedding_forward(emb_ND_.data(), inputs, p(layout.embed), N, D);
+  }
   const T* h = emb_ND_.data();
   const T* res = nullptr;
   const T* r_prev = nullptr;
@@ -125,9 +169,13 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   for (int n = 0; n < c.num_sublayers(); ++n) {
     const SublayerOffsets& so = layout.sub[n];
     SublayerActs<T>& a = acts_[n];
-    res_merge_forward(a.res_ND.data(), h, res, opt(params, so.rs.hs_scale), opt(params, so.rs.hs_bias),
-                      opt(params, so.rs.res_scale), opt(params, so.rs.res_bias), N, D);
-    rmsnorm_forward(a.x_ND.data(), a.rstd_N.data(), a.res_ND.data(), p(so.norm), N, D, c.norm_eps);
+    ZAYA_PROFILE(so.attention ? "cca" : "moe");
+    {
+      ZAYA_PROFILE("res_merge+norm");
+      res_merge_forward(a.res_ND.data(), h, res, opt(params, so.rs.hs_scale), opt(params, so.rs.hs_bias),
+                        opt(params, so.rs.res_scale), opt(params, so.rs.res_bias), N, D);
+      rmsnorm_forward(a.x_ND.data(), a.rstd_N.data(), a.res_ND.data(), p(so.norm), N, D, c.norm_eps);
+    }
     if (so.attention) {
       cca_forward(a.out_ND.data(), a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0}, rope_, a.cca,
                   cca_scratch_, state ? &state->cca[size_t(n / 2)] : nullptr, state ? nullptr : shard_.get());
@@ -141,11 +189,15 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     h = a.out_ND.data();
     res = a.res_ND.data();
   }
+  ZAYA_PROFILE("lm_head+loss");
   const ResScaleOffsets& fr = layout.final_rs;
   res_merge_forward(res_final_ND_.data(), h, res, opt(params, fr.hs_scale), opt(params, fr.hs_bias),
                     opt(params, fr.res_scale), opt(params, fr.res_bias), N, D);
   rmsnorm_forward(xf_ND_.data(), rstd_f_N_.data(), res_final_ND_.data(), p(layout.final_norm), N, D, c.norm_eps);
-  gemm(Trans::N, Trans::T, N, V, D, T(1), xf_ND_.data(), D, p(layout.embed), D, T(0), logits_NV_.data(), V);
+  {
+    ZAYA_PROFILE("lm_head");
+    gemm(Trans::N, Trans::T, N, V, D, T(1), xf_ND_.data(), D, p(layout.embed), D, T(0), logits_NV_.data(), V);
+  }
   if (state) state->len += T_;
   ForwardResult r;
   r.aux_loss = aux;
@@ -154,6 +206,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     for (int i = 0; i < N; ++i)
       ZAYA_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < V), "target id ", targets[i],
                  " at position ", i, " is outside the vocabulary (", V, ")");
+    ZAYA_PROFILE("cross_entropy");
     r.loss_sum = cross_entropy_forward(lse_N_.data(), (T*)nullptr, logits_NV_.data(), targets, N, V, &r.count);
     r.loss = r.count ? r.loss_sum / r.count : 0.0;
   } else {
@@ -170,12 +223,21 @@ void Model<T>::backward(T loss_scale) {
   ZAYA_CHECK(N > 0, "backward() needs a forward() first");
   ZAYA_CHECK(!decoded_, "backward() after a decode forward is not supported");
   T* dW = grads.data();
+  MirrorScope mirror(bf16_for_backward_ ? mirror_of(params, params_bf16) : Bf16Mirror{});
+  bf16_current_ = bf16_for_backward_ = false;  // the caller updates params next
   // Loss and tied LM head (dlogits overwrite the logits buffer).
   T* dlogits = logits_NV_.data();
   const T scale = count_ ? loss_scale / T(count_) : T(0);
-  cross_entropy_backward(dlogits, logits_NV_.data(), lse_N_.data(), targets_.data(), N, V, scale);
-  gemm(Trans::N, Trans::N, N, D, V, T(1), dlogits, V, p(layout.embed), D, T(0), dxf_ND_.data(), D);
-  gemm(Trans::T, Trans::N, V, D, N, T(1), dlogits, V, xf_ND_.data(), D, T(1), dW + layout.embed, D);
+  {
+    ZAYA_PROFILE("lm_head+loss");
+    {
+      ZAYA_PROFILE("cross_entropy");
+      cross_entropy_backward(dlogits, logits_NV_.data(), lse_N_.data(), targets_.data(), N, V, scale);
+    }
+    ZAYA_PROFILE("lm_head");
+    gemm(Trans::N, Trans::N, N, D, V, T(1), dlogits, V, p(layout.embed), D, T(0), dxf_ND_.data(), D);
+    gemm(Trans::T, Trans::N, V, D, N, T(1), dlogits, V, xf_ND_.data(), D, T(1), dW + layout.embed, D);
+  }
   // Final norm and merge.
   int cur = 0;
   T* dres = dres_[cur].data();
@@ -203,6 +265,7 @@ void Model<T>::backward(T loss_scale) {
     T* dout = dh_[cur].data();
     T* dres_n = dres_[cur].data();
     T* dx = dx_ND_.data();
+    ZAYA_PROFILE(so.attention ? "cca" : "moe");
     std::fill(dx, dx + size_t(N) * D, T(0));
     if (so.attention) {
       cca_backward(dx, dW, dout, a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0_}, rope_, a.cca,
@@ -213,6 +276,7 @@ void Model<T>::backward(T loss_scale) {
                    moe_index, a.moe, moe_scratch_, *experts_, double(loss_scale));
       --moe_index;
     }
+    ZAYA_PROFILE("res_merge+norm");
     rmsnorm_backward(dres_n, dW + so.norm, dx, a.res_ND.data(), p(so.norm), a.rstd_N.data(), N, D);
     const T* h_in = n > 0 ? acts_[n - 1].out_ND.data() : emb_ND_.data();
     const T* res_in = n > 0 ? acts_[n - 1].res_ND.data() : nullptr;
@@ -220,6 +284,7 @@ void Model<T>::backward(T loss_scale) {
     cur = 1 - cur;
     if (grads_ready) grads_ready(sub_begin_[size_t(n)]);
   }
+  ZAYA_PROFILE("embedding");
   embedding_backward(dW + layout.embed, dh_[cur].data(), inputs_.data(), N, D);
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/activations.h"
 #include "model/cca.h"
 #include "model/moe.h"
@@ -87,6 +88,18 @@ class Model {
   T* p(size_t off) { return params.data() + off; }
   const T* p(size_t off) const { return params.data() + off; }
 
+  // bf16 GEMMs (gemm precision bf16, T = float): the weights rounded to bf16 once, read by
+  // every product in place of rounding each weight again (gemm's Bf16Mirror). forward() fills
+  // it unless a caller marked it current: one that wrote it itself (the optimizer's fused
+  // pass: Optimizer::step's params_bf16) or knows params did not change since. backward()
+  // ends the mark, since its caller updates params next; so do the loaders
+  // (invalidate_bf16_weights). The backward of a forward reads the copy that forward used.
+  std::vector<bf16> params_bf16;
+  void mark_bf16_weights_current() { bf16_current_ = params_bf16.size() == params.size(); }
+  void invalidate_bf16_weights() { bf16_current_ = false; }
+  // Sizes params_bf16 when bf16 GEMMs are on (so an optimizer can write it); nullptr if off.
+  bf16* bf16_weights();
+
  private:
   int B_ = 0, S_ = 0, cap_B_ = 0, cap_T_ = 0, pos0_ = 0;
   std::vector<int32_t> inputs_, targets_;
@@ -102,6 +115,8 @@ class Model {
   int count_ = 0;
   bool decoded_ = false;
   double aux_coeff_ = 0;
+  bool bf16_current_ = false;    // marked current by the caller
+  bool bf16_for_backward_ = false;  // the last forward filled or used params_bf16
 };
 
 }  // namespace zaya

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "core/profile.h"
 #include "kernels/activations.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
@@ -127,6 +129,8 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
   const int skip = c.use_mod ? E : -1;
   const RouterOffsets& ro = o.router;
   // Router: r = down_proj(x) (+ EDA), z = rmsnorm_eda(r), 2 x (linear + GELU), softmax.
+  std::optional<prof::Zone> zone;
+  zone.emplace("router");
   T* r = s.r_NR.data();
   gemm(Trans::N, Trans::T, N, R, D, T(1), x, D, W + ro.down_w, D, T(0), r, R);
   const T* db = W + ro.down_b;
@@ -154,6 +158,8 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
                                           &s.gate_NK[size_t(i) * K]));
   s.min_margin = margin;
   // Dropless dispatch: stable counting sort of the routed slots by expert.
+  zone.reset();
+  zone.emplace("dispatch+combine");
   std::fill(s.counts_E.begin(), s.counts_E.end(), 0);
   std::fill(s.class_counts.begin(), s.class_counts.end(), 0);
   for (size_t q = 0; q < size_t(N) * K; ++q) {
@@ -181,7 +187,11 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
 #pragma omp parallel for schedule(static)
   for (size_t q = 0; q < size_t(N) * K; ++q)
     if (rows[q] >= 0) std::memcpy(&s.xs_SD[size_t(rows[q]) * D], x + (q / K) * D, sizeof(T) * D);
+  zone.reset();
+  zone.emplace("experts");
   experts.forward(mi, s.counts_E.data(), s.xs_SD.data(), s.ys_SD.data(), W, o);
+  zone.reset();
+  zone.emplace("dispatch+combine");
   // Combine: out = sum over slots of gate * (expert output, or x for the skip class).
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
@@ -204,6 +214,8 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
   const RouterOffsets& ro = o.router;
   const auto& rows = s.slot_row_NK;
   // Combine backward: gate gradients and expert-output gradients.
+  std::optional<prof::Zone> zone;
+  zone.emplace("dispatch+combine");
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     const T* gi = dout + size_t(i) * D;
@@ -219,7 +231,11 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
       }
     }
   }
+  zone.reset();
+  zone.emplace("experts");
   experts.backward(mi, s.counts_E.data(), s.xs_SD.data(), k.dys_SD.data(), k.dxs_SD.data(), W, dW, o);
+  zone.reset();
+  zone.emplace("dispatch+combine");
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     T* dxi = dx + size_t(i) * D;
@@ -236,6 +252,8 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
     }
   }
   // Router backward.
+  zone.reset();
+  zone.emplace("router");
   T* dprob = k.dprob_NE.data();
   std::fill(k.dprob_NE.begin(), k.dprob_NE.end(), T(0));
   for (size_t q = 0; q < size_t(N) * K; ++q) dprob[(q / K) * NC + s.choice_NK[q]] += k.dgate_NK[q];

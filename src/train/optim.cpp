@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -101,26 +102,33 @@ bool Optimizer::decays(const ParamInfo& p) const {
 
 // torch.optim.AdamW's arithmetic, in fp32, in its order.
 void Optimizer::adamw_span(float* p, const float* g, float* m, float* v, size_t n, double lr, double wd,
-                           double gs) const {
+                           double gs, bf16* p16) const {
   const float b1 = float(s_.adamw.beta1), b2 = float(s_.adamw.beta2);
   const double bc1 = 1 - std::pow(s_.adamw.beta1, double(t_)), bc2 = 1 - std::pow(s_.adamw.beta2, double(t_));
   const float step_size = float(lr / bc1), bc2_sqrt = float(std::sqrt(bc2)), eps = float(s_.adamw.eps);
   const float keep = float(1 - lr * wd), gsf = float(gs), one_b1 = 1.f - b1, one_b2 = 1.f - b2;
+  auto update = [&](auto write16) {
 #pragma omp parallel for simd schedule(static) if (n > 16384)
-  for (size_t i = 0; i < n; ++i) {
-    const float gi = g[i] * gsf;
-    p[i] *= keep;
-    m[i] += one_b1 * (gi - m[i]);
-    v[i] = v[i] * b2 + one_b2 * gi * gi;
-    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] -= step_size * (m[i] / denom);
-  }
+    for (size_t i = 0; i < n; ++i) {
+      const float gi = g[i] * gsf;
+      p[i] *= keep;
+      m[i] += one_b1 * (gi - m[i]);
+      v[i] = v[i] * b2 + one_b2 * gi * gi;
+      const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+      p[i] -= step_size * (m[i] / denom);
+      if constexpr (decltype(write16)::value) p16[i] = to_bf16(p[i]);
+    }
+  };
+  if (p16)
+    update(std::true_type{});
+  else
+    update(std::false_type{});
 }
 
 // Moonlight's Muon: buf = mu buf + g; u = g + mu buf (Nesterov) or buf; u = NS5(u);
 // p *= 1 - lr wd; p -= lr * rms_scale * sqrt(max(m, n)) * u.
 void Optimizer::muon_tensor(const ParamInfo& info, float* p, const float* g, float* m, double lr, double wd,
-                            double gs) {
+                            double gs, bf16* p16) {
   const int rows = int(info.shape[0]), cols = int(info.shape[1]);
   const size_t n = info.numel;
   const float mu = float(s_.muon.momentum), gsf = float(gs);
@@ -141,9 +149,10 @@ void Optimizer::muon_tensor(const ParamInfo& info, float* p, const float* g, flo
     p[i] *= keep;
     p[i] -= scale * u[i];
   }
+  if (p16) convert_to_bf16(p, p16, n);
 }
 
-void Optimizer::step(float* params, const float* grads, double lr, double grad_scale) {
+void Optimizer::step(float* params, const float* grads, double lr, double grad_scale, bf16* params_bf16) {
   ++t_;
   const double wd = s_.adamw.weight_decay;
   for (const ParamInfo& info : table_.params) {
@@ -152,9 +161,11 @@ void Optimizer::step(float* params, const float* grads, double lr, double grad_s
     const size_t k = b - owned_.begin;
     const double twd = decays(info) ? wd : 0.0;
     if (uses_muon(info))
-      muon_tensor(info, params + b, grads + b, m_.data() + k, lr, twd, grad_scale);
+      muon_tensor(info, params + b, grads + b, m_.data() + k, lr, twd, grad_scale,
+                  params_bf16 ? params_bf16 + b : nullptr);
     else
-      adamw_span(params + b, grads + b, m_.data() + k, v_.data() + k, e - b, lr, twd, grad_scale);
+      adamw_span(params + b, grads + b, m_.data() + k, v_.data() + k, e - b, lr, twd, grad_scale,
+                 params_bf16 ? params_bf16 + b : nullptr);
   }
 }
 

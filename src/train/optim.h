@@ -22,6 +22,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/bf16.h"
 #include "model/params.h"
 
 namespace zaya {
@@ -71,7 +72,9 @@ class Optimizer {
 
   // One update of params[begin, end) from grads[begin, end) (full flat arrays, indexed by
   // flat offset): grads are multiplied by grad_scale first (clipping), lr is this step's rate.
-  void step(float* params, const float* grads, double lr, double grad_scale = 1.0);
+  // params_bf16 (optional, a full flat array): the updated weights rounded to bf16 in the same
+  // pass, for bf16 GEMMs (Model::params_bf16).
+  void step(float* params, const float* grads, double lr, double grad_scale = 1.0, bf16* params_bf16 = nullptr);
 
   const OptimizerSettings& settings() const { return s_; }
   FlatRange owned() const { return owned_; }
@@ -89,8 +92,10 @@ class Optimizer {
   void load_state(const nlohmann::json& j);  // checks the kind matches
 
  private:
-  void adamw_span(float* p, const float* g, float* m, float* v, size_t n, double lr, double wd, double gs) const;
-  void muon_tensor(const ParamInfo& info, float* p, const float* g, float* m, double lr, double wd, double gs);
+  void adamw_span(float* p, const float* g, float* m, float* v, size_t n, double lr, double wd, double gs,
+                  bf16* p16) const;
+  void muon_tensor(const ParamInfo& info, float* p, const float* g, float* m, double lr, double wd, double gs,
+                   bf16* p16);
 
   const ParamTable& table_;
   OptimizerSettings s_;

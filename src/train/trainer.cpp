@@ -213,6 +213,7 @@ StepRecord Trainer::train_step() {
         std::copy(seq, seq + Tl, inputs_.begin() + size_t(row) * Tl);
         std::copy(seq + 1, seq + Tl + 1, targets_.begin() + size_t(row) * Tl);
       }
+      if (k > 0) model_->mark_bf16_weights_current();  // backward ended it; params did not change
       ForwardResult f = model_->forward(inputs_.data(), targets_.data(), rows, Tl, t0);
       // The last micro-batch's backward hands finished buckets to the reduction as it goes.
       const bool last = k == micro_steps - 1;
@@ -241,7 +242,7 @@ StepRecord Trainer::train_step() {
     const double scale = clip_factor(r.grad_norm, cfg_.grad_clip);
     r.clipped = scale < 1.0;
     if (verdict == StepVerdict::Update) {
-      zero1_->step(model_->params.data(), r.lr, scale);
+      if (zero1_->step(model_->params.data(), r.lr, scale, model_->bf16_weights())) model_->mark_bf16_weights_current();
       balancer_->update(model_->buffers.data());
     } else {
       // An anomalous step must not poison the weights.

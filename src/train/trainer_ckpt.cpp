@@ -229,6 +229,7 @@ void Trainer::load_checkpoint(const std::string& path) {
     ZAYA_CHECK(st.contains(k), "checkpoint ", ck.dir(), ": manifest state has no ", k);
   const FlatRange own = zero1_->owned();
   Optimizer& opt = zero1_->optimizer();
+  model_->invalidate_bf16_weights();
   for (const ParamInfo& p : model_->layout.params.params) {
     ck.read("param/" + p.name, model_->params.data() + p.offset, 0, p.numel, p.shape);
     const size_t b = std::max(p.offset, own.begin), e = std::min(p.offset + p.numel, own.end);
@@ -266,18 +267,19 @@ void Trainer::load_checkpoint(const std::string& path) {
 
 // Weights only: a zaya checkpoint (its params and balancing biases) or an HF directory.
 void Trainer::init_weights_from(const std::string& path) {
-  const bool is_ckpt = fs::exists(fs::path(path) / "manifest.json") || fs::exists(fs::path(path) / "latest") ||
-                       fs::exists(fs::path(path) / "ckpt" / "latest");
+  const bool is_ckpt = Checkpoint::is_checkpoint_path(path);
   if (is_ckpt) {
     Checkpoint ck(path);
     for (const ParamInfo& p : model_->layout.params.params)
       ck.read("param/" + p.name, model_->params.data() + p.offset, 0, p.numel, p.shape);
+    model_->invalidate_bf16_weights();
     for (const ParamInfo& p : model_->layout.buffers.params)
       if (ck.has("buffer/" + p.name)) ck.read("buffer/" + p.name, model_->buffers.data() + p.offset, 0, p.numel, p.shape);
   } else {
     ZAYA_CHECK(fs::exists(fs::path(path) / "config.json"), "--init-from ", path,
                ": neither a zaya checkpoint (manifest.json / latest) nor an HF directory (config.json)");
     load_hf_weights(path, *model_);
+    model_->invalidate_bf16_weights();
   }
   if (root_)
     log_info("init-from ", path, ": weights", is_ckpt ? " and balancing biases" : "",

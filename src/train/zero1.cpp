@@ -115,14 +115,15 @@ double Zero1::grad_norm() {
   return std::sqrt(ss);
 }
 
-void Zero1::step(float* params, double lr, double grad_scale) {
-  opt_->step(params, grads_, lr, grad_scale);
-  if (!z_.shard || g_.dp.size() == 1) return;
+bool Zero1::step(float* params, double lr, double grad_scale, bf16* params_bf16) {
+  opt_->step(params, grads_, lr, grad_scale, params_bf16);
+  if (!z_.shard || g_.dp.size() == 1) return params_bf16 != nullptr;
   Timer t;
   std::vector<size_t> counts(ranges_.size()), displs(ranges_.size());
   for (size_t r = 0; r < ranges_.size(); ++r) counts[r] = ranges_[r].size(), displs[r] = ranges_[r].begin;
   g_.dp.all_gatherv(params, counts, displs);
   stats_.gather_s += t.seconds();
+  return false;
 }
 
 void Zero1::all_reduce_sum(double* v, size_t n) {

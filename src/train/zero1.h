@@ -53,7 +53,9 @@ class Zero1 {
   void grads_ready(size_t from);
   void finish();
   double grad_norm();
-  void step(float* params, double lr, double grad_scale);
+  // params_bf16 (optional): the weights' bf16 copy, written in the optimizer's pass. Returns
+  // whether all of it is now current (ZeRO-1 over several ranks writes only this shard's).
+  bool step(float* params, double lr, double grad_scale, bf16* params_bf16 = nullptr);
 
   // Sum over the world (every rank sees the global batch): loss sums, router class counts.
   void all_reduce_sum(double* v, size_t n);

@@ -1,0 +1,225 @@
+// bf16 training paths against fp32 and double, with stated error bounds: the bf16 GEMM's
+// shape bucketing (row tails, zero-padded depth), the weights' bf16 mirror (read in place of
+// rounding, never stale), the optimizer's fused bf16 copy, a whole bf16 training step against
+// fp32, and the vector row primitives of softmax and cross-entropy.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/rng.h"
+#include "kernels/gemm.h"
+#include "kernels/vec_math.h"
+#include "model/model.h"
+#include "train/optim.h"
+
+using namespace zaya;
+
+namespace {
+
+const std::string kTiny = ZAYA_SOURCE_DIR "/configs/zaya1-tiny.toml";
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
+  Philox rng(seed, 7);
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(rng.normal()) * scale;
+  return v;
+}
+
+float rb(float x) { return from_bf16(to_bf16(x)); }
+
+// Restores fp32 GEMMs whatever a test does.
+struct PrecisionScope {
+  GemmPrecision prev = gemm_settings().precision;
+  explicit PrecisionScope(GemmPrecision p) { gemm_settings().precision = p; }
+  ~PrecisionScope() { gemm_settings().precision = prev; }
+};
+
+// C = alpha op(A) op(B) + beta C0 in double over bf16-rounded operands (what the bf16 GEMM
+// computes up to fp32 accumulation); also returns sum |terms| per element for the bound.
+void reference(Trans ta, Trans tb, int M, int N, int K, float alpha, const std::vector<float>& A, int lda,
+               const std::vector<float>& B, int ldb, float beta, const std::vector<float>& C0, int ldc,
+               std::vector<double>& out, std::vector<double>& mag) {
+  out.assign(size_t(M) * ldc, 0);
+  mag.assign(size_t(M) * ldc, 0);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = 0, m = 0;
+      for (int k = 0; k < K; ++k) {
+        const double a = rb(ta == Trans::N ? A[size_t(i) * lda + k] : A[size_t(k) * lda + i]);
+        const double b = rb(tb == Trans::N ? B[size_t(k) * ldb + j] : B[size_t(j) * ldb + k]);
+        s += a * b;
+        m += std::fabs(a * b);
+      }
+      out[size_t(i) * ldc + j] = alpha * s + beta * C0[size_t(i) * ldc + j];
+      mag[size_t(i) * ldc + j] = std::fabs(alpha) * m + std::fabs(beta * C0[size_t(i) * ldc + j]);
+    }
+}
+
+}  // namespace
+
+// Odd row counts (a tail below the 64-row step) and odd depths (zero-padded) in every layout,
+// with and without accumulation: each element within fp32 accumulation error of the exact
+// product of the bf16 operands (2^-20 of the sum of |terms|, K <= 200).
+TEST(GemmBf16, RowTailsAndPaddedDepthGiveTheSameProduct) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  for (Trans ta : {Trans::N, Trans::T})
+    for (Trans tb : {Trans::N, Trans::T})
+      for (auto [M, N, K] : {std::tuple{77, 40, 45}, std::tuple{130, 33, 200}, std::tuple{9, 64, 64},
+                             std::tuple{64, 16, 1}, std::tuple{200, 24, 96}})
+        for (float beta : {0.f, 1.f}) {
+          const int lda = (ta == Trans::N ? K : M) + 3, ldb = (tb == Trans::N ? N : K) + 5, ldc = N + 2;
+          const auto A = randn(size_t(ta == Trans::N ? M : K) * lda, 1 + M);
+          const auto B = randn(size_t(tb == Trans::N ? K : N) * ldb, 2 + N);
+          auto C = randn(size_t(M) * ldc, 3 + K);
+          const auto C0 = C;
+          std::vector<double> ref, mag;
+          reference(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, beta, C0, ldc, ref, mag);
+          gemm_with(GemmEngine::Auto, GemmPrecision::BF16, ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta,
+                    C.data(), ldc);
+          double worst = 0;
+          for (int i = 0; i < M; ++i) {
+            for (int j = 0; j < N; ++j) {
+              const size_t e = size_t(i) * ldc + j;
+              worst = std::max(worst, std::fabs(C[e] - ref[e]) / (mag[e] + 1e-30));
+            }
+            for (int j = N; j < ldc; ++j) ASSERT_EQ(C[size_t(i) * ldc + j], C0[size_t(i) * ldc + j]) << "wrote past N";
+          }
+          EXPECT_LT(worst, 1.0 / (1 << 20)) << "ta " << int(ta) << " tb " << int(tb) << " M " << M << " N " << N
+                                            << " K " << K << " beta " << beta;
+        }
+}
+
+// An operand inside the mirror is read from it (the mirror's values show in the result), one
+// outside it is rounded afresh; clearing the mirror goes back to rounding.
+TEST(GemmBf16, MirroredOperandsAreReadFromTheMirror) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  const int M = 8, N = 16, K = 32;
+  const auto x = randn(size_t(M) * K, 11);
+  const auto W = randn(size_t(N) * K, 12);
+  std::vector<bf16> mirror(W.size());
+  for (size_t i = 0; i < W.size(); ++i) mirror[i] = to_bf16(2 * W[i]);  // deliberately not W
+  std::vector<float> y(size_t(M) * N), y_plain(y.size());
+  gemm_with(GemmEngine::Auto, GemmPrecision::BF16, Trans::N, Trans::T, M, N, K, 1.f, x.data(), K, W.data(), K, 0.f,
+            y_plain.data(), N);
+  gemm_set_bf16_mirror({W.data(), W.size(), mirror.data()});
+  gemm_with(GemmEngine::Auto, GemmPrecision::BF16, Trans::N, Trans::T, M, N, K, 1.f, x.data(), K, W.data(), K, 0.f,
+            y.data(), N);
+  gemm_set_bf16_mirror({});
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], 2 * y_plain[i], 1e-5f * (1 + std::fabs(y[i])));
+  gemm_with(GemmEngine::Auto, GemmPrecision::BF16, Trans::N, Trans::T, M, N, K, 1.f, x.data(), K, W.data(), K, 0.f,
+            y.data(), N);
+  EXPECT_EQ(y, y_plain);
+}
+
+// The optimizer's fused pass leaves params_bf16 equal to the rounded params, for AdamW and Muon.
+TEST(TrainBf16, OptimizerWritesTheRoundedWeightsInItsPass) {
+  Model<float> m(load_model_config(kTiny));
+  m.init(5);
+  const auto g = randn(m.params.size(), 6, 1e-2f);
+  std::copy(g.begin(), g.end(), m.grads.begin());
+  for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Muon}) {
+    OptimizerSettings s;
+    s.kind = kind;
+    Optimizer opt(m.layout.params, s);
+    std::vector<bf16> p16(m.params.size(), bf16{0x7fc0});  // NaN everywhere: every element must be written
+    opt.step(m.params.data(), m.grads.data(), 1e-2, 1.0, p16.data());
+    for (size_t i = 0; i < p16.size(); ++i)
+      ASSERT_EQ(p16[i].bits, to_bf16(m.params[i]).bits) << optimizer_kind_name(kind) << " element " << i;
+  }
+}
+
+// The model's mirror is never stale: after params change without the optimizer (as a test,
+// a rollback or a load does), the next bf16 forward rounds them again. Its loss equals a
+// fresh model's with the same params, bit for bit.
+TEST(TrainBf16, ChangedParamsAreRoundedAgain) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  PrecisionScope bf16_on(GemmPrecision::BF16);
+  const ModelConfig cfg = load_model_config(kTiny);
+  Model<float> a(cfg), b(cfg);
+  a.init(7);
+  const int B = 2, T = 16;
+  std::vector<int32_t> ids(size_t(B) * T + 1);
+  Philox rng(8, 9);
+  for (auto& t : ids) t = int32_t(rng.below(cfg.vocab_size));
+  a.forward(ids.data(), ids.data() + 1, B, T);
+  a.backward();
+  a.mark_bf16_weights_current();  // as after a fused optimizer step...
+  for (auto& p : a.params) p *= 1.5f;  // ...but the params then change behind its back
+  a.invalidate_bf16_weights();     // what every loader does
+  const double la = a.forward(ids.data(), ids.data() + 1, B, T).loss;
+  b.params = a.params;
+  b.buffers = a.buffers;
+  const double lb = b.forward(ids.data(), ids.data() + 1, B, T).loss;
+  EXPECT_EQ(la, lb);
+  // backward ends the mirror's currency: a second forward after changing params (no mark)
+  // rounds again too.
+  a.backward();
+  for (auto& p : a.params) p *= 0.5f;
+  b.params = a.params;
+  EXPECT_EQ(a.forward(ids.data(), ids.data() + 1, B, T).loss, b.forward(ids.data(), ids.data() + 1, B, T).loss);
+}
+
+// A bf16 training step (bf16 GEMM operands, fp32 accumulation, master weights and gradients)
+// against fp32 on the tiny model: loss within 1e-2 relative, the whole gradient within 5e-2
+// (max |g16 - g32| / max |g32| per tensor, over tensors with a gradient of note). bf16 has
+// 8 mantissa bits (relative rounding 2^-9 = 2e-3 per operand); errors of a few 1e-3 compound
+// over 6 sub-layers and the backward's products.
+TEST(TrainBf16, StepMatchesFp32WithinBf16Rounding) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  const ModelConfig cfg = load_model_config(kTiny);
+  const int B = 4, T = 32;
+  std::vector<int32_t> ids(size_t(B) * T + 1);
+  Philox rng(10, 11);
+  for (auto& t : ids) t = int32_t(rng.below(cfg.vocab_size));
+  auto run = [&](GemmPrecision p, std::vector<float>& grads) {
+    PrecisionScope scope(p);
+    Model<float> m(cfg);
+    m.init(12);
+    const double loss = m.forward(ids.data(), ids.data() + 1, B, T).loss;
+    m.zero_grads();
+    m.backward();
+    grads = m.grads;
+    return loss;
+  };
+  std::vector<float> g32, g16;
+  const double l32 = run(GemmPrecision::FP32, g32), l16 = run(GemmPrecision::BF16, g16);
+  EXPECT_NEAR(l16, l32, 1e-2 * std::fabs(l32));
+  Model<float> m(cfg);
+  double worst = 0;
+  for (const ParamInfo& p : m.layout.params.params) {
+    double dmax = 0, gmax = 0;
+    for (size_t i = p.offset; i < p.offset + p.numel; ++i) {
+      dmax = std::max(dmax, double(std::fabs(g16[i] - g32[i])));
+      gmax = std::max(gmax, double(std::fabs(g32[i])));
+    }
+    if (gmax < 1e-6) continue;  // tensors without a gradient of note (e.g. unrouted experts)
+    worst = std::max(worst, dmax / gmax);
+    EXPECT_LT(dmax / gmax, 5e-2) << p.name;
+  }
+  EXPECT_GT(worst, 0.0);  // bf16 did run: some rounding shows
+}
+
+// The AVX-512 row primitives against double, at lengths with and without tails; and the
+// portable loops give the same within float rounding.
+TEST(VecMath, RowPrimitivesMatchDouble) {
+  for (bool portable : {false, true}) {
+    vec_math_force_portable(portable);
+    for (int n : {1, 5, 15, 16, 17, 31, 32, 33, 100, 257}) {
+      const auto x = randn(size_t(n), 20 + n, 3.f);
+      double m = -INFINITY;
+      for (float v : x) m = std::max(m, double(v));
+      EXPECT_EQ(row_max(x.data(), n), float(m));
+      double s = 0;
+      for (float v : x) s += std::exp(double(v) - m);
+      EXPECT_NEAR(row_sum_exp(x.data(), n, float(m)), s, 1e-6 * s) << n;
+      std::vector<float> y(size_t(n) + 1, -7.f);  // one past n: must stay untouched
+      row_exp_scale(y.data(), x.data(), n, float(m), 0.25f);
+      for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], 0.25 * std::exp(double(x[i]) - m), 1e-6) << n << " " << i;
+      EXPECT_EQ(y[n], -7.f);
+    }
+  }
+  vec_math_force_portable(false);
+}
