@@ -205,7 +205,17 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
     b16 = bbuf.data(), lb = tb == Trans::N ? N : Kp;
   }
   const int Mm = M > kRowStep ? M / kRowStep * kRowStep : 0, r = M - Mm;
-  if (Mm) dnnl_execute(dnnl::memory::data_type::bf16, ta, tb, Mm, N, Kp, alpha, a16, la, b16, lb, beta, C, ldc);
+  if (Mm && ldc == N) {
+    dnnl_execute(dnnl::memory::data_type::bf16, ta, tb, Mm, N, Kp, alpha, a16, la, b16, lb, beta, C, ldc);
+  } else if (Mm) {
+    // oneDNN 2.6 runs a strided C (a slice of a wider row) on its AVX-512 gemm, not the AMX
+    // kernel (measured 3-6x slower at CCA's conv shapes): go through a contiguous block.
+    cbuf.resize(size_t(Mm) * N);
+    if (beta != 0.f)
+      for (int i = 0; i < Mm; ++i) std::memcpy(&cbuf[size_t(i) * N], C + size_t(i) * ldc, sizeof(float) * N);
+    dnnl_execute(dnnl::memory::data_type::bf16, ta, tb, Mm, N, Kp, alpha, a16, la, b16, lb, beta, cbuf.data(), N);
+    for (int i = 0; i < Mm; ++i) std::memcpy(C + size_t(i) * ldc, &cbuf[size_t(i) * N], sizeof(float) * N);
+  }
   if (!r) return;
   // The tail rows of op(A), as a zero-padded [rp, Kp] block, into a scratch C block.
   const int rp = round_up(r, kTailStep);
