@@ -31,6 +31,7 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const
     T* dxi = dx + size_t(i) * D;
     const T r = rstd[i];
     double dot = 0;
+#pragma omp simd reduction(+ : dot)  // partial sums in vector lanes, not one scalar chain
     for (int d = 0; d < D; ++d) dot += double(gi[d]) * w[d] * xi[d];
     const T c = T(dot / D) * r * r;
     for (int d = 0; d < D; ++d) dxi[d] += r * (gi[d] * w[d] - xi[d] * c);
