@@ -60,6 +60,19 @@ TEST(Config, BadConfigsNameTheField) {
   EXPECT_NE(error_of("hidden_size = [").find("TOML syntax error"), std::string::npos);
 }
 
+// Integers out of int's range are one-line errors, never a cast out of range (undefined) or a
+// silent truncation (4294967328 read as 32); found by tests/fuzz's model_toml target.
+TEST(Config, IntegersOutOfRangeNameTheField) {
+  auto with = [](const std::string& value) {
+    std::string t = kOk;
+    t.replace(t.find("hidden_size = 32"), 16, "hidden_size = " + value);
+    return error_of(t);
+  };
+  EXPECT_EQ(with("32.0"), "");
+  for (const char* v : {"4294967328", "3e9", "2e+42", "-3e9", "32.5"})
+    EXPECT_NE(with(v).find("field 'hidden_size' must be an integer"), std::string::npos) << v;
+}
+
 TEST(Config, HfJsonRoundTripAndLenient) {
   ModelConfig s = load_model_config_toml(kSmall);
   auto j = s.to_hf_json();

@@ -1,5 +1,8 @@
 #include "model/config.h"
 
+#include <cmath>
+#include <limits>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -46,9 +49,19 @@ struct Reader {
     if (!has(k)) fail(where, ": missing field '", k, "'");
     return j[k];
   }
+  // An int field: an integer, or a float with an integral value (HF configs write 1e-5 style
+  // numbers), within int's range (checked before any cast: a cast out of range is undefined).
   int get_int(const json& v, const std::string& k) {
-    if (v.is_number_integer()) return v.get<int>();
-    if (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))) return int(v.get<double>());
+    constexpr double lo = std::numeric_limits<int>::min(), hi = std::numeric_limits<int>::max();
+    if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(hi)) return int(v.get<uint64_t>());
+    if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() >= int64_t(lo) &&
+        v.get<int64_t>() <= int64_t(hi))
+      return int(v.get<int64_t>());
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (d >= lo && d <= hi && d == std::floor(d)) return int(d);
+    }
+    if (v.is_number()) fail(where, ": field '", k, "' must be an integer within int's range, got ", v.dump());
     fail(where, ": field '", k, "' must be an integer, got ", v.dump());
   }
   int req_int(const char* k) { return get_int(at(k), k); }

@@ -82,6 +82,16 @@ double field_number(const std::string& s, const std::string& file, const char* c
   return v;
 }
 
+// Rank and thread counts: whole numbers in [0, kMaxCount], checked before any cast to int
+// (a cast out of range is undefined, and later products such as 2 (n - 1) must not overflow).
+constexpr double kMaxCount = 1 << 24;
+int count_value(const std::string& s, const std::string& file, const char* what) {
+  double v = 0;
+  if (!parse_number(s, v) || v < 0 || v > kMaxCount || v != std::floor(v))
+    fail(file, ": ", what, " '", s, "' is not a whole number in [0, ", int(kMaxCount), "]");
+  return int(v);
+}
+
 }  // namespace
 
 std::string normalise_collective_name(const std::string& name) {
@@ -135,8 +145,8 @@ NcclTestsRun parse_nccl_tests_output(const std::string& text, const std::string&
       for (const char* k : kOps)
         if (op_hint.empty() && low.find(k) != std::string::npos) op_hint = normalise_collective_name(k);
       for (size_t i = 0; i + 1 < w.size(); ++i) {
-        if (w[i] == "nGpus") ngpus = std::atoi(w[i + 1].c_str());
-        if (w[i] == "nThread") nthreads = std::atoi(w[i + 1].c_str());
+        if (w[i] == "nGpus") ngpus = count_value(w[i + 1], path, "nGpus");
+        if (w[i] == "nThread") nthreads = count_value(w[i + 1], path, "nThread");
       }
       if (w.size() >= 3 && (w[0] == "#" && w[1] == "Rank")) {
         ++rank_lines;
@@ -157,7 +167,7 @@ NcclTestsRun parse_nccl_tests_output(const std::string& text, const std::string&
     double size = 0, count = 0;
     if (!parse_number(w[0], size) || !parse_number(w[1], count)) continue;
     size_t t = w.size() == 13 ? 5 : 4;
-    if (w.size() == 13) root = std::atoi(w[4].c_str());
+    if (double rv = 0; w.size() == 13) root = parse_number(w[4], rv) && rv >= 0 ? 0 : -1;  // only "has a root" matters
     redop = w[3];
     MeasuredCollective r;
     double algbw = 0;
@@ -168,7 +178,9 @@ NcclTestsRun parse_nccl_tests_output(const std::string& text, const std::string&
     run.rows.push_back(r);
   }
   if (run.rows.empty()) fail(path, ": no nccl-tests data rows (size count type redop root time algbw busbw #wrong ...)");
-  run.nranks = rank_lines > 0 ? rank_lines : ngpus * nthreads;
+  const int64_t ranks = rank_lines > 0 ? int64_t(rank_lines) : int64_t(ngpus) * nthreads;
+  if (ranks > int64_t(kMaxCount)) fail(path, ": ", ranks, " ranks (nGpus x nThread) is more than ", int(kMaxCount));
+  run.nranks = int(ranks);
   run.hosts = int(hosts.size());
   if (run.nranks <= 0) fail(path, ": cannot tell the number of ranks (no '#  Rank' lines and no nGpus)");
   run.op = op_hint;
@@ -202,7 +214,7 @@ std::vector<MeasuredCollective> parse_comm_csv(const std::string& path) {
   for (auto& f : read_csv(path, kHeader)) {
     MeasuredCollective r;
     r.op = normalise_collective_name(f[0]);
-    r.nranks = int(field_number(f[1], path, "nranks"));
+    r.nranks = count_value(f[1], path, "column 'nranks'");
     r.size_bytes = field_number(f[2], path, "size_bytes");
     r.time_us = field_number(f[7], path, "oop_time_us");
     r.busbw_GBps = field_number(f[9], path, "oop_busbw");
@@ -293,7 +305,7 @@ HardwareProfile profile_from_bench_dir(const std::string& dir) {
     // The triad row with the largest arrays (a --sweep also writes cache-resident sizes).
     double best = 0, largest = 0;
     for (auto& f : read_csv(mem_csv, "kernel,threads,array_bytes,best_MBps,avg_MBps,min_MBps")) {
-      int t = int(field_number(f[1], mem_csv, "threads"));
+      int t = count_value(f[1], mem_csv, "column 'threads'");
       threads = std::max(threads, t);
       if (f[0] != "triad") continue;
       double bytes = field_number(f[2], mem_csv, "array_bytes"), bw = field_number(f[3], mem_csv, "best_MBps");

@@ -363,6 +363,7 @@ std::string HfTokenizer::decode(std::span<const int32_t> ids) const {
         break;
       }
       case Impl::DecodeStep::Strip:
+        if (d.content.empty()) break;  // stripping "" changes nothing (and would never stop matching)
         for (std::string& t : toks) {
           for (int k = 0; k < d.start && t.compare(0, d.content.size(), d.content) == 0; ++k) t.erase(0, d.content.size());
           for (int k = 0; k < d.stop && t.size() >= d.content.size() &&

@@ -117,8 +117,8 @@ void add_decoder(const Ctx& c, HfTokenizer::Impl& im, const json& d, const std::
     D s{D::Strip, "", c.str(d, "content", field)};
     const json& st = c.get(d, "start", field);
     const json& sp = c.get(d, "stop", field);
-    if (!st.is_number_unsigned()) c.bad(field + ".start", "must be a count");
-    if (!sp.is_number_unsigned()) c.bad(field + ".stop", "must be a count");
+    if (!st.is_number_unsigned() || st.get<uint64_t>() > (1u << 20)) c.bad(field + ".start", "must be a count <= 2^20");
+    if (!sp.is_number_unsigned() || sp.get<uint64_t>() > (1u << 20)) c.bad(field + ".stop", "must be a count <= 2^20");
     s.start = st.get<int>();
     s.stop = sp.get<int>();
     im.decoder.push_back(s);
@@ -126,6 +126,9 @@ void add_decoder(const Ctx& c, HfTokenizer::Impl& im, const json& d, const std::
     c.bad(field + ".type", "decoder \"" + t + "\" is not supported (Replace, ByteFallback, Fuse, Strip, Sequence)");
   }
 }
+
+// How far past the entries seen an id may lie (added tokens above the vocabulary, gaps).
+constexpr size_t kIdSlack = 1 << 16;
 
 void load_model(const Ctx& c, HfTokenizer::Impl& im, const json& m) {
   const std::string t = c.type(m, "model");
@@ -147,6 +150,9 @@ void load_model(const Ctx& c, HfTokenizer::Impl& im, const json& m) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > (1 << 26))
       c.bad("model.vocab[\"" + it.key() + "\"]", "id must be an integer in [0, 2^26]");
     const size_t id = it.value().get<size_t>();
+    // Ids are dense in real vocabularies; a bound keeps a tiny file from allocating 2^26 pieces.
+    if (id >= vocab.size() + kIdSlack)
+      c.bad("model.vocab[\"" + it.key() + "\"]", cat("id ", id, " is far past the vocabulary's ", vocab.size(), " entries"));
     if (id >= im.pieces.size()) im.pieces.resize(id + 1);
     if (!im.pieces[id].empty()) c.bad("model.vocab[\"" + it.key() + "\"]", cat("id ", id, " is used twice"));
     if (it.key().empty()) c.bad("model.vocab", cat("empty piece for id ", id));
@@ -260,6 +266,8 @@ void load_hf_tokenizer(HfTokenizer::Impl& im, std::string_view tokenizer_json, s
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 26))
       c.bad(f + ".id", "must be an integer in [0, 2^26]");
     t.id = id.get<int32_t>();
+    if (size_t(t.id) >= im.pieces.size() + kIdSlack)
+      c.bad(f + ".id", cat("id ", t.id, " is far past the vocabulary's ", im.pieces.size(), " pieces"));
     t.special = c.flag(a, "special", f, false);
     t.lstrip = c.flag(a, "lstrip", f, false);
     t.rstrip = c.flag(a, "rstrip", f, false);
