@@ -25,7 +25,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, like every other error (CLI11's own printer adds a second).
+    std::fprintf(stderr, "zaya: error: %s (see --help)\n", e.what());
+    return e.get_exit_code();
   } catch (const zaya::Error& e) {
     std::fprintf(stderr, "zaya: error: %s\n", e.what());
     return 1;

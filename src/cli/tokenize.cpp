@@ -53,6 +53,8 @@ void run(const Opts& o) {
   auto tok = zaya::load_tokenizer(tok_path);
   const double load_s = load_timer.seconds();
   const std::string in_path = o.text.empty() ? o.jsonl : o.text;
+  std::error_code ec;
+  if (std::filesystem::is_directory(in_path, ec)) zaya::fail(in_path, ": is a directory, not a text file");
   std::ifstream f(in_path, std::ios::binary);
   if (!f) zaya::fail(in_path, ": cannot open");
   size_t bytes = 0, tokens = 0;

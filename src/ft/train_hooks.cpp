@@ -156,8 +156,9 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
   rt->out_dir = out_dir;
   ZAYA_CHECK(o.straggler_window >= 1, "--straggler-window ", o.straggler_window, " is not >= 1");
   rt->window = MedianWindow(o.straggler_window);
+  // out_dir is created by the Trainer once its inputs have been read: a run that fails on
+  // bad input leaves nothing behind.
   std::error_code ec;
-  fs::create_directories(out_dir, ec);
   if (rank == 0 && !opt.resume) {
     fs::remove(fs::path(out_dir) / kAnomaliesFile, ec);
     fs::remove(fs::path(out_dir) / kAbortFile, ec);

@@ -322,17 +322,25 @@ void RunConfig::resolve_data() {
   for (RunSource& s : sources) {
     if (s.dir.empty() || !s.train.empty()) continue;
     const fs::path meta = fs::path(s.dir) / "meta.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(meta, ec))
+      fail("run config ", path, ": data source ", s.name, ": ", meta.string(),
+           fs::exists(meta, ec) ? " is not a file" : " is missing", " (run zaya prepare into ", s.dir, ")");
     std::ifstream in(meta);
-    if (!in)
-      fail("run config ", path, ": data source ", s.name, ": ", meta.string(), " is missing (run zaya prepare into ",
-           s.dir, ")");
+    if (!in) fail("run config ", path, ": data source ", s.name, ": ", meta.string(), ": cannot open the file");
     json j = json::parse(in, nullptr, false);
     if (j.is_discarded()) fail("data source ", s.name, ": ", meta.string(), " is not valid JSON");
+    if (!j.is_object()) fail("data source ", s.name, ": ", meta.string(), " is not a JSON object");
     for (const char* split : {"train", "val"}) {
       auto& out = std::string(split) == "train" ? s.train : s.val;
-      if (!j.contains(split) || !j[split].contains("shards") || !j[split]["shards"].is_array())
+      if (!j.contains(split) || !j[split].is_object() || !j[split].contains("shards") || !j[split]["shards"].is_array())
         fail("data source ", s.name, ": ", meta.string(), " has no ", split, ".shards list");
-      for (const auto& sh : j[split]["shards"]) out.push_back((fs::path(s.dir) / sh.get<std::string>()).string());
+      for (const auto& sh : j[split]["shards"]) {
+        if (!sh.is_string() || sh.get<std::string>().empty())
+          fail("data source ", s.name, ": ", meta.string(), ": field ", split, ".shards holds ", sh.dump(),
+               ", not a file name");
+        out.push_back((fs::path(s.dir) / sh.get<std::string>()).string());
+      }
     }
     if (s.train.empty()) fail("data source ", s.name, ": ", meta.string(), " lists no train shards");
   }

@@ -98,12 +98,8 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
   zero1_ = std::make_unique<dist::Zero1>(model_->layout.params, cfg_.optimizer, groups_, zs);
   balancer_ = std::make_unique<RouterBalancer>(model_->layout, cfg_.balancing);
 
-  std::error_code ec;
-  fs::create_directories(cfg_.out_dir, ec);
-  if (ec) fail("run config ", cfg_.path, ": cannot create out_dir ", cfg_.out_dir, " (", ec.message(), ")");
-  fs::create_directories(cfg_.ckpt_dir, ec);
-  if (root_) remove_stale_temporaries(cfg_.ckpt_dir);
-  groups_.world.barrier();  // nobody writes into ckpt_dir before rank 0 has swept it
+  // Every input is read (data above, checkpoint or init-from weights here) before out_dir is
+  // made: a run that fails on bad input leaves nothing behind.
   bool resumed = false;
   if (options_.resume) {
     if (fs::exists(fs::path(cfg_.ckpt_dir) / "latest")) {
@@ -114,6 +110,12 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
     }
   }
   if (!resumed && !options_.init_from.empty()) init_weights_from(options_.init_from);
+  std::error_code ec;
+  fs::create_directories(cfg_.out_dir, ec);
+  if (ec) fail("run config ", cfg_.path, ": cannot create out_dir ", cfg_.out_dir, " (", ec.message(), ")");
+  fs::create_directories(cfg_.ckpt_dir, ec);
+  if (root_) remove_stale_temporaries(cfg_.ckpt_dir);
+  groups_.world.barrier();  // nobody writes into ckpt_dir before rank 0 has swept it
   if (options_.metrics && root_) {
     trim_metrics_after(step_);
     metrics_ = std::fopen((fs::path(cfg_.out_dir) / "metrics.jsonl").c_str(), "a");
