@@ -37,6 +37,7 @@ printf '%-16s %12s %8s %8s %8s %8s  %s\n' target executions exec/s corpus slowes
 for t in "${targets[@]}"; do
   bin="$build/fuzz_$t"
   work="$build/work/$t"
+  [ "${FUZZ_FRESH:-0}" = 1 ] && rm -rf "$work"  # FUZZ_FRESH=1: start from the seed corpus only
   mkdir -p "$work"
   log="$build/work/$t.log"
   args=(-timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb="${FUZZ_RSS_MB:-2560}" -print_final_stats=1
