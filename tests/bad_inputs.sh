@@ -19,34 +19,6 @@
 #   usage: tests/bad_inputs.sh ZAYA_BIN BUILD_DIR
 set -uo pipefail
 XFAIL=(
-  # src/cli/train.cpp (--config ->check(CLI::ExistingFile)) + src/cli/main.cpp (app.exit):
-  # CLI11's validation error is two lines ("... Run with --help for more information.")
-  "run toml: a directory"
-  "run toml: unopenable (dangling symlink)"
-  # src/train/trainer.cpp, Trainer::Trainer: out_dir and out_dir/ckpt are created before
-  # --init-from, the shards and meta.json are read, so a run that fails on them leaves them
-  "train --init-from: another model's checkpoint"
-  "train --init-from: random bytes file"
-  "train --init-from: unopenable"
-  "token shard: random bytes"
-  "token shard: empty"
-  "token shard: truncated"
-  "token shard: a tokenizer.json"
-  "token shard: a directory"
-  "token shard: unopenable (dangling symlink)"
-  "meta.json: random bytes"
-  "meta.json: empty"
-  "meta.json: truncated"
-  # src/train/run_config.cpp, RunConfig::resolve_data: sh.get<std::string>() throws
-  # nlohmann's type_error (no file named); a directory as meta.json throws basic_filebuf's
-  # "Is a directory" (no file named); both also after out_dir is created
-  "meta.json: shard names that are numbers"
-  "meta.json: a directory"
-  # src/cli/tokenize.cpp: --text DIR opens (std::ifstream of a directory) and encodes 0 bytes, exit 0
-  "tokenize --text: a directory"
-  # src/size/elementwise.cpp, read_elementwise_json: every field optional, unknown keys
-  # ignored, so any JSON object (here a tokenizer.json) is a valid elementwise.json
-  "bench elementwise.json: a tokenizer.json"
 )
 cd "$(dirname "$0")/.."
 ZAYA=$(realpath "$1")

@@ -311,17 +311,25 @@ Checkpoint::Checkpoint(const std::string& path) : dir_(resolve(path)) {
       Tensor x;
       x.name = t.at("name");
       x.dtype = parse_dtype(t.at("dtype"), mpath + " tensor " + x.name);
-      x.shape = t.at("shape").get<std::vector<int64_t>>();
-      x.numel = t.at("numel");
+      // Counts are unsigned integers in the JSON: a float such as 1e300 would be a cast out of range.
+      auto count = [&](const json& v, const char* field) -> size_t {
+        if (!v.is_number_unsigned() || v.get<uint64_t>() > (uint64_t(1) << 56))
+          fail("checkpoint ", mpath, ": tensor ", x.name, ": field ", field, " is ", v.dump(),
+               ", not a count in [0, 2^56]");
+        return size_t(v.get<uint64_t>());
+      };
+      if (!t.at("shape").is_array()) fail("checkpoint ", mpath, ": tensor ", x.name, ": field shape is not a list");
+      for (const json& d : t.at("shape")) x.shape.push_back(int64_t(count(d, "shape")));
+      x.numel = count(t.at("numel"), "numel");
       size_t at = 0;
       for (const json& s : t.at("slices")) {
         Slice y;
         y.file = s.at("file");
         y.key = s.at("key");
-        y.start = s.at("start");
-        y.numel = s.at("numel");
-        y.byte_begin = s.at("byte_begin");
-        y.byte_end = s.at("byte_end");
+        y.start = count(s.at("start"), "slices.start");
+        y.numel = count(s.at("numel"), "slices.numel");
+        y.byte_begin = count(s.at("byte_begin"), "slices.byte_begin");
+        y.byte_end = count(s.at("byte_end"), "slices.byte_end");
         y.xxh3 = parse_hex64(s.at("xxh3"), mpath + " tensor " + x.name);
         ZAYA_CHECK(y.start == at, "checkpoint ", mpath, ": tensor ", x.name, " has a gap or overlap at element ", at);
         ZAYA_CHECK(y.file.find('/') == std::string::npos && y.file.find("..") == std::string::npos, "checkpoint ", mpath,

@@ -158,6 +158,11 @@ ElementwiseRates read_elementwise_json(const std::string& path) {
   } catch (const json::parse_error& e) {
     fail(path, ": invalid JSON: ", e.what());
   }
+  // Exactly the fields the writer writes: another JSON file (a tokenizer.json, say) is refused.
+  if (!j.is_object()) fail(path, ": not a JSON object of elementwise rates");
+  const json known = elementwise_to_json(ElementwiseRates{});
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.contains(it.key())) fail(path, ": unknown field '", it.key(), "' (not an elementwise.json)");
   ElementwiseRates r;
   for (auto [key, out] : {std::pair{"exp_f32_per_s", &r.exp_f32_per_s}, {"erf_f32_per_s", &r.erf_f32_per_s},
                           {"parallel_region_us", &r.parallel_region_us}, {"kernels_GBps", &r.kernels_GBps}}) {
