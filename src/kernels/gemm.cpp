@@ -160,9 +160,10 @@ const bf16* mirrored(const float* X, int rows, int cols, int ld) {
   return off + extent <= g_mirror.n ? g_mirror.data + off : nullptr;
 }
 
-// X as bf16: the mirror's copy (leading dim ld) or a fresh rounding into buf (leading dim cols).
-const bf16* as_bf16(const float* X, int rows, int cols, int ld, std::vector<bf16>& buf, long& ld_out) {
-  if (const bf16* m = mirrored(X, rows, cols, ld)) {
+// X as bf16: its mirror copy m (leading dim ld), or a fresh rounding into buf (leading dim cols).
+const bf16* as_bf16(const bf16* m, const float* X, int rows, int cols, int ld, std::vector<bf16>& buf,
+                    long& ld_out) {
+  if (m) {
     ld_out = ld;
     return m;
   }
@@ -175,8 +176,8 @@ const bf16* as_bf16(const float* X, int rows, int cols, int ld, std::vector<bf16
 // once and then finds it in the cache: the rows an expert receives change every step, and a
 // primitive's creation (JIT) costs ~1 ms, about as much as the product itself. M is cut into
 // a multiple of kRowStep and a tail padded to a multiple of kTailStep; K of a product of two
-// activations (a dW product's token count) is padded with zeros to a multiple of kDepthStep. Rows are independent and the
-// zeros add nothing, so the results are the same products.
+// activations (a dW product's token count) is padded with zeros to a multiple of kDepthStep.
+// Rows are independent and the zeros add nothing, so the results are the same products.
 constexpr int kRowStep = 64, kTailStep = 16, kDepthStep = 64;
 
 int round_up(int x, int step) { return (x + step - 1) / step * step; }
@@ -191,13 +192,13 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
   const int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
   // A product with a weight has a model dimension for K; only activation-by-activation
   // products (dW = dY^T X over the tokens an expert got) need the padding.
-  const bool weights = mirrored(A, ar, ac, lda) || mirrored(B, br, bc, ldb);
-  const int Kp = K % kDepthStep && !weights ? round_up(K, kDepthStep) : K;
+  const bf16 *ma = mirrored(A, ar, ac, lda), *mb = mirrored(B, br, bc, ldb);
+  const int Kp = K % kDepthStep && !ma && !mb ? round_up(K, kDepthStep) : K;
   long la = 0, lb = 0;
   const bf16 *a16, *b16;
   if (Kp == K) {
-    a16 = as_bf16(A, ar, ac, lda, abuf, la);
-    b16 = as_bf16(B, br, bc, ldb, bbuf, lb);
+    a16 = as_bf16(ma, A, ar, ac, lda, abuf, la);
+    b16 = as_bf16(mb, B, br, bc, ldb, bbuf, lb);
   } else {  // K runs along A's storage columns (N) or rows (T), and B's rows (N) or columns (T)
     pack_bf16(A, ar, ac, lda, abuf, ta == Trans::N ? 0 : Kp, ta == Trans::N ? Kp : 0);
     pack_bf16(B, br, bc, ldb, bbuf, tb == Trans::N ? Kp : 0, tb == Trans::N ? 0 : Kp);

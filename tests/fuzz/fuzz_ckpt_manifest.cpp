@@ -23,16 +23,6 @@ namespace fs = std::filesystem;
 
 std::string root, step_dir, params_bytes;
 
-const char* kModel = R"(hidden_size = 64
-vocab_size = 256
-num_attention_heads = 8
-cca_num_q_heads = 4
-num_query_groups_list = 2
-zaya_layers = ["a", 4, "a", 4]
-ffn_hidden_size_list = 128
-zaya_mlp_expansion = 16
-)";
-
 std::string slurp(const std::string& p) {
   std::string s;
   if (std::FILE* f = std::fopen(p.c_str(), "rb")) {
@@ -57,7 +47,7 @@ void setup() {
   nlohmann::json piece = wr.write_files();
   nlohmann::json header = {{"tokens", 1234},
                            {"state", {{"trainer", {{"rope_theta", 10000.0}}}}},
-                           {"model_config", {{"toml", kModel}}},
+                           {"model_config", {{"toml", zaya_fuzz::kModelToml}}},
                            {"tokenizer", "tokenizer.json"}};
   step_dir = wr.commit(header, {piece});
   params_bytes = slurp(step_dir + "/params.safetensors");

@@ -15,22 +15,13 @@
 static zaya_fuzz::ScratchGuard guard;
 
 namespace {
-const char* kModel = R"(hidden_size = 64
-vocab_size = 256
-num_attention_heads = 8
-cca_num_q_heads = 4
-num_query_groups_list = 2
-zaya_layers = ["a", 4, "a", 4]
-ffn_hidden_size_list = 128
-zaya_mlp_expansion = 16
-)";
 
 void setup() {
   static bool done = false;
   if (done) return;
   done = true;
-  zaya_fuzz::write_file("model.toml", kModel);
-  const zaya::ModelConfig c = zaya::parse_model_config_toml(kModel, "model.toml");
+  zaya_fuzz::write_file("model.toml", zaya_fuzz::kModelToml);
+  const zaya::ModelConfig c = zaya::parse_model_config_toml(zaya_fuzz::kModelToml, "model.toml");
   zaya_fuzz::write_file("config.json", c.to_hf_json().dump());
   if (chdir(zaya_fuzz::scratch().c_str()) != 0) __builtin_trap();
 }

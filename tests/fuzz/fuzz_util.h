@@ -22,6 +22,17 @@ namespace zaya_fuzz {
 
 inline constexpr std::string_view kSplit = "\n====\n";
 
+// A small valid model config, for targets whose input refers to one (a run TOML, a manifest).
+inline constexpr const char* kModelToml = R"(hidden_size = 64
+vocab_size = 256
+num_attention_heads = 8
+cca_num_q_heads = 4
+num_query_groups_list = 2
+zaya_layers = ["a", 4, "a", 4]
+ffn_hidden_size_list = 128
+zaya_mlp_expansion = 16
+)";
+
 inline std::vector<std::string_view> split(const uint8_t* data, size_t size, size_t max_parts) {
   std::string_view s(reinterpret_cast<const char*>(data), size);
   std::vector<std::string_view> out;
