@@ -306,6 +306,9 @@ Checkpoint::Checkpoint(const std::string& path) : dir_(resolve(path)) {
              ": field format is not \"zaya.ckpt.v1\"");
   for (const char* k : {"step", "tensors", "state"})
     ZAYA_CHECK(manifest_.contains(k), "checkpoint ", mpath, ": missing field ", k);
+  // step() reads it as int64: a float or a negative number is refused here, not cast.
+  ZAYA_CHECK(manifest_["step"].is_number_unsigned() && manifest_["step"].get<uint64_t>() <= uint64_t(INT64_MAX),
+             "checkpoint ", mpath, ": field step is ", manifest_["step"].dump(), ", not a step number");
   try {
     for (const json& t : manifest_["tensors"]) {
       Tensor x;
