@@ -1,0 +1,397 @@
+#include "kernels/linear_quant.h"
+
+// GCC 12 warns about its own _mm512_undefined_* inside the intrinsics headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "core/bf16.h"
+#include "kernels/gemm.h"
+
+namespace zaya {
+
+using quant::BlockQ4_0;
+using quant::BlockQ4_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_0;
+using quant::QType;
+
+namespace {
+
+std::atomic<bool> g_portable{false};
+std::atomic<int> g_gemm_rows{16};
+
+bool cpu_vnni() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                         __builtin_cpu_supports("f16c");
+  return ok;
+}
+bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_vnni(); }
+
+// x quantized for the integer kernels: per row, levels q[K], per 32-block the scale d, the
+// scale times the block's level sum (q4_k's mins), and the scales laid out as the native
+// kernels multiply them: 16 lanes per pair of blocks (8 lanes each; 0 past the last block).
+struct XQ {
+  int M = 0, K = 0, nb = 0, np = 0;
+  std::vector<int8_t> q;
+  std::vector<float> d, dsum, dpair;
+  void prepare(const float* x, int ldx, int M_, int K_) {
+    M = M_, K = K_, nb = K / 32, np = (nb + 1) / 2;
+    q.resize(size_t(M) * K);
+    d.resize(size_t(M) * nb);
+    dsum.resize(size_t(M) * nb);
+    dpair.assign(size_t(M) * np * 16, 0.f);
+    for (int m = 0; m < M; ++m) {
+      quantize_activations(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * nb]);
+      for (int b = 0; b < nb; ++b) {
+        int s = 0;
+        for (int j = 0; j < 32; ++j) s += q[size_t(m) * K + size_t(b) * 32 + j];
+        const float db = d[size_t(m) * nb + b];
+        dsum[size_t(m) * nb + b] = db * float(s);
+        float* dp = &dpair[(size_t(m) * np + size_t(b / 2)) * 16 + size_t(b % 2) * 8];
+        std::fill(dp, dp + 8, db);
+      }
+    }
+  }
+  const int8_t* qrow(int m) const { return &q[size_t(m) * K]; }
+  const float* drow(int m) const { return &d[size_t(m) * nb]; }
+  const float* dsumrow(int m) const { return &dsum[size_t(m) * nb]; }
+  const float* dpairrow(int m) const { return &dpair[size_t(m) * np * 16]; }
+};
+
+// ---------------------------------------------------------------- portable
+
+int dot32(const int8_t* a, const int8_t* b, int n) {
+  int s = 0;
+  for (int j = 0; j < n; ++j) s += int(a[j]) * int(b[j]);
+  return s;
+}
+
+// One W row against one x row, the same integer sums as the native kernels.
+float row_portable(QType t, const uint8_t* wr, const XQ& xq, int m) {
+  const int8_t* xq8 = xq.qrow(m);
+  const float* dx = xq.drow(m);
+  int8_t lv[256];
+  double acc = 0;
+  switch (t) {
+    case QType::Q8_0: {
+      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(wr);
+      for (int i = 0; i < xq.nb; ++i) acc += double(from_fp16(b[i].d) * dx[i]) * dot32(b[i].qs, xq8 + 32 * i, 32);
+      break;
+    }
+    case QType::Q4_0: {
+      const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(wr);
+      for (int i = 0; i < xq.nb; ++i) {
+        for (int j = 0; j < 16; ++j) lv[j] = int8_t((b[i].qs[j] & 0xF) - 8), lv[j + 16] = int8_t((b[i].qs[j] >> 4) - 8);
+        acc += double(from_fp16(b[i].d) * dx[i]) * dot32(lv, xq8 + 32 * i, 32);
+      }
+      break;
+    }
+    case QType::Q4_K: {
+      const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(wr);
+      const float* dsum = xq.dsumrow(m);
+      for (int i = 0; i < xq.nb / 8; ++i) {
+        const float d = from_fp16(b[i].d), dmin = from_fp16(b[i].dmin);
+        for (int c = 0; c < 4; ++c)
+          for (int l = 0; l < 32; ++l) lv[64 * c + l] = int8_t(b[i].qs[32 * c + l] & 0xF), lv[64 * c + 32 + l] = int8_t(b[i].qs[32 * c + l] >> 4);
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, mn;
+          quant::q4k_scale_min(j, b[i].scales, &sc, &mn);
+          acc += double(d * sc * dx[8 * i + j]) * dot32(lv + 32 * j, xq8 + 256 * i + 32 * j, 32) -
+                 double(dmin * mn * dsum[8 * i + j]);
+        }
+      }
+      break;
+    }
+    case QType::Q6_K: {
+      const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr);
+      for (int i = 0; i < xq.nb / 8; ++i) {
+        const float d = from_fp16(b[i].d);
+        for (int n = 0; n < 2; ++n) {
+          const uint8_t* ql = b[i].ql + 64 * n;
+          const uint8_t* qh = b[i].qh + 32 * n;
+          int8_t* o = lv + 128 * n;
+          for (int l = 0; l < 32; ++l) {
+            o[l] = int8_t(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
+            o[l + 32] = int8_t(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            o[l + 64] = int8_t(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            o[l + 96] = int8_t(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+          }
+        }
+        for (int s = 0; s < 16; ++s)
+          acc += double(d * b[i].scales[s] * dx[8 * i + s / 2]) * dot32(lv + 16 * s, xq8 + 256 * i + 16 * s, 16);
+      }
+      break;
+    }
+    default: break;
+  }
+  return float(acc);
+}
+
+// ---------------------------------------------------------------- AVX-512 VNNI
+
+#define ZQ_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c")))
+constexpr int kPrefetch = 1024;  // bytes ahead of the weight read (hardware prefetch stops at pages)
+
+ZQ_TARGET inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+ZQ_TARGET inline __m512 pair_ps(float a, float b) {
+  return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+ZQ_TARGET inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+ZQ_TARGET inline __m256i nibbles16(const uint8_t* qs) {  // 16 bytes -> 32 levels 0..15 in order
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// Signed w (levels) times signed x: vpdpbusd multiplies unsigned by signed, so |w| times x
+// with w's sign moved onto x.
+ZQ_TARGET inline __m512i sdot(__m512i aw, __mmask64 neg, __m512i xv) {
+  const __m512i sx = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
+}
+
+// The 64 levels of two consecutive 32-blocks of one row (and a pair with only its first
+// block: the upper half zero, the x load masked to the row).
+template <int MR, class Load>
+ZQ_TARGET void pairs_signed(const uint8_t* wr, int nb, int bbytes, const XQ& xq, int m0, float* out, Load load) {
+  __m512 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int p = 0; p < (nb + 1) / 2; ++p) {
+    const bool two = 2 * p + 1 < nb;
+    const uint8_t* b0 = wr + size_t(2 * p) * bbytes;
+    _mm_prefetch(reinterpret_cast<const char*>(b0) + kPrefetch, _MM_HINT_T0);
+    float d0, d1;
+    const __m512i w = load(b0, two ? b0 + bbytes : nullptr, &d0, &d1);
+    const __m512 dw = pair_ps(d0, d1);
+    const __m512i aw = _mm512_abs_epi8(w);
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* xr = xq.qrow(m0 + i) + 64 * p;
+      const __m512i xv = two ? _mm512_loadu_si512(xr) : _mm512_maskz_loadu_epi8(0xffffffffull, xr);
+      const __m512 f = _mm512_mul_ps(dw, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 16 * p));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sdot(aw, neg, xv)), f, acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+struct LoadQ8_0 {
+  ZQ_TARGET __m512i operator()(const uint8_t* a, const uint8_t* b, float* d0, float* d1) const {
+    const BlockQ8_0* x = reinterpret_cast<const BlockQ8_0*>(a);
+    const BlockQ8_0* y = reinterpret_cast<const BlockQ8_0*>(b);
+    *d0 = h2f(x->d);
+    *d1 = y ? h2f(y->d) : 0.f;
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs));
+    return y ? join(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y->qs))) : _mm512_zextsi256_si512(lo);
+  }
+};
+struct LoadQ4_0 {
+  ZQ_TARGET __m512i operator()(const uint8_t* a, const uint8_t* b, float* d0, float* d1) const {
+    const BlockQ4_0* x = reinterpret_cast<const BlockQ4_0*>(a);
+    const BlockQ4_0* y = reinterpret_cast<const BlockQ4_0*>(b);
+    *d0 = h2f(x->d);
+    *d1 = y ? h2f(y->d) : 0.f;
+    const __m512i u = y ? join(nibbles16(x->qs), nibbles16(y->qs)) : _mm512_zextsi256_si512(nibbles16(x->qs));
+    return _mm512_sub_epi8(u, _mm512_set1_epi8(8));  // a lone block's upper half: -8 against x = 0
+  }
+};
+
+template <int MR>
+ZQ_TARGET void row_q8_0(const uint8_t* wr, const XQ& xq, int m0, float* out) {
+  pairs_signed<MR>(wr, xq.nb, 34, xq, m0, out, LoadQ8_0{});
+}
+template <int MR>
+ZQ_TARGET void row_q4_0(const uint8_t* wr, const XQ& xq, int m0, float* out) {
+  pairs_signed<MR>(wr, xq.nb, 18, xq, m0, out, LoadQ4_0{});
+}
+
+template <int MR>
+ZQ_TARGET void row_q4_k(const uint8_t* wr, const XQ& xq, int m0, float* out) {
+  const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(wr);
+  __m512 acc[MR];
+  __m256 macc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps(), macc[i] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int s = 0; s < xq.nb / 8; ++s) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + s) + kPrefetch, _MM_HINT_T0);
+    const float d = h2f(b[s].d), dmin = h2f(b[s].dmin);
+    alignas(32) float sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) {
+      uint8_t a, c;
+      quant::q4k_scale_min(j, b[s].scales, &a, &c);
+      sc[j] = d * a, mn[j] = dmin * c;
+    }
+    const __m256 mins = _mm256_load_ps(mn);
+    for (int i = 0; i < MR; ++i) macc[i] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xq.dsumrow(m0 + i) + 8 * s), macc[i]);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[s].qs + 32 * c));
+      const __m512i w = join(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+      const __m512 ws = pair_ps(sc[2 * c], sc[2 * c + 1]);
+      for (int i = 0; i < MR; ++i) {
+        const __m512i xv = _mm512_loadu_si512(xq.qrow(m0 + i) + 256 * s + 64 * c);
+        const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);
+        const __m512 f = _mm512_mul_ps(ws, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 16 * (4 * s + c)));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), f, acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(macc[i]), _mm256_extractf128_ps(macc[i], 1));
+    const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    out[i] = _mm512_reduce_add_ps(acc[i]) - _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+  }
+}
+
+template <int MR>
+ZQ_TARGET void row_q6_k(const uint8_t* wr, const XQ& xq, int m0, float* out) {
+  const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr);
+  __m512 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03), off = _mm512_set1_epi8(32);
+  const __m512i idx_a = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const __m512i idx_b = _mm512_add_epi32(idx_a, _mm512_set1_epi32(4));
+  for (int s = 0; s < xq.nb / 8; ++s) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + s) + kPrefetch, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + s) + kPrefetch + 64, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + s) + kPrefetch + 128, _MM_HINT_T0);
+    const __m512 d = _mm512_set1_ps(h2f(b[s].d));
+    for (int n = 0; n < 2; ++n) {
+      const __m512i ql = _mm512_loadu_si512(b[s].ql + 64 * n);
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[s].qh + 32 * n));
+      const __m512i ha = join(qh, _mm256_srli_epi16(qh, 2)), hb = join(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
+      const __m512i qa = _mm512_sub_epi8(
+          _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_slli_epi16(_mm512_and_si512(ha, m2), 4)), off);
+      const __m512i qb = _mm512_sub_epi8(
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4)),
+          off);
+      const __m512 sf = _mm512_mul_ps(
+          d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[s].scales + 8 * n)))));
+      const __m512 sa = _mm512_permutexvar_ps(idx_a, sf), sb = _mm512_permutexvar_ps(idx_b, sf);
+      const __m512i aa = _mm512_abs_epi8(qa), ab = _mm512_abs_epi8(qb);
+      const __mmask64 na = _mm512_movepi8_mask(qa), nbm = _mm512_movepi8_mask(qb);
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xr = xq.qrow(m0 + i) + 256 * s + 128 * n;
+        const float* dp = xq.dpairrow(m0 + i) + 16 * (4 * s + 2 * n);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sdot(aa, na, _mm512_loadu_si512(xr))),
+                                 _mm512_mul_ps(sa, _mm512_loadu_ps(dp)), acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sdot(ab, nbm, _mm512_loadu_si512(xr + 64))),
+                                 _mm512_mul_ps(sb, _mm512_loadu_ps(dp + 16)), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+template <int MR>
+void row_native(QType t, const uint8_t* wr, const XQ& xq, int m0, float* out) {
+  switch (t) {
+    case QType::Q8_0: return row_q8_0<MR>(wr, xq, m0, out);
+    case QType::Q4_0: return row_q4_0<MR>(wr, xq, m0, out);
+    case QType::Q4_K: return row_q4_k<MR>(wr, xq, m0, out);
+    case QType::Q6_K: return row_q6_k<MR>(wr, xq, m0, out);
+    default: return;
+  }
+}
+
+// W rows [n0, n1) against the M prepared x rows; each W row is read once (it stays in L1
+// while groups of 4 x rows pass over it).
+void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int n0, int n1, float beta) {
+  const size_t rb = quant::qtype_row_bytes(t, xq.K);
+  const bool native = use_native();
+  float out[4];
+  for (int r = n0; r < n1; ++r) {
+    const uint8_t* wr = W + size_t(r) * rb;
+    for (int m0 = 0; m0 < xq.M; m0 += 4) {
+      const int mr = std::min(4, xq.M - m0);
+      if (!native)
+        for (int i = 0; i < mr; ++i) out[i] = row_portable(t, wr, xq, m0 + i);
+      else if (mr == 4)
+        row_native<4>(t, wr, xq, m0, out);
+      else if (mr == 3)
+        row_native<3>(t, wr, xq, m0, out);
+      else if (mr == 2)
+        row_native<2>(t, wr, xq, m0, out);
+      else
+        row_native<1>(t, wr, xq, m0, out);
+      for (int i = 0; i < mr; ++i) {
+        float* o = y + size_t(m0 + i) * ldy + r;
+        *o = beta == 0.f ? out[i] : *o * beta + out[i];
+      }
+    }
+  }
+}
+
+// Prefill: tiles of W rows dequantized to bf16 (all threads), each tile one oneDNN GEMM.
+void gemm_tiles(QType t, float* y, int ldy, const float* x, int ldx, const uint8_t* W, int M, int N, int K, float beta) {
+  const size_t rb = quant::qtype_row_bytes(t, K);
+  const int tile = std::max(16, std::min(N, int((size_t(4) << 20) / (size_t(K) * 2))));  // ~4 MB of bf16
+  static thread_local std::vector<bf16> wt;
+  wt.resize(size_t(tile) * K);
+  for (int n0 = 0; n0 < N; n0 += tile) {
+    const int nr = std::min(tile, N - n0);
+#pragma omp parallel if (size_t(nr) * K > 65536)
+    {
+      std::vector<float> row(static_cast<size_t>(K));
+#pragma omp for schedule(static)
+      for (int r = 0; r < nr; ++r) {
+        quant::dequantize_row(t, W + size_t(n0 + r) * rb, row.data(), K);
+        convert_to_bf16(row.data(), &wt[size_t(r) * K], size_t(K));
+      }
+    }
+    gemm_bf16_weights(M, nr, K, x, ldx, wt.data(), beta, y + n0, ldy);
+  }
+}
+
+}  // namespace
+
+void quantize_activations(const float* x, int K, int8_t* q, float* d) {
+  for (int b = 0; b < K / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
+    d[b] = s;
+    for (int j = 0; j < 32; ++j) q[32 * b + j] = int8_t(std::clamp(int(std::nearbyint(xb[j] * is)), -127, 127));
+  }
+}
+
+const char* linear_quant_kernel() { return use_native() ? "avx512vnni" : "portable"; }
+void linear_quant_force_portable(bool on) { g_portable = on; }
+void linear_quant_set_gemm_rows(int rows) { g_gemm_rows = rows; }
+
+void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
+                  float beta) {
+  if (M <= 0 || N <= 0) return;
+  const int gr = g_gemm_rows.load(std::memory_order_relaxed);
+  if (gr > 0 && M >= gr && bf16_gemm_supported() && !g_portable.load(std::memory_order_relaxed))
+    return gemm_tiles(t, y, ldy, x, ldx, static_cast<const uint8_t*>(W), M, N, K, beta);
+  if (size_t(N) * K > 65536 && !omp_in_parallel()) {
+#pragma omp parallel
+    linear_quant_team(t, y, ldy, x, ldx, W, M, N, K, beta);
+    return;
+  }
+  static thread_local XQ xq;
+  xq.prepare(x, ldx, M, K);
+  rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), 0, N, beta);
+}
+
+void linear_quant_team(QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
+                       float beta) {
+  if (M <= 0 || N <= 0) return;
+  static thread_local XQ xq;  // each thread quantizes x itself (a few KB): cheaper than a barrier
+  xq.prepare(x, ldx, M, K);
+  const int th = omp_get_thread_num(), nt = omp_get_num_threads();
+  rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), int(int64_t(N) * th / nt), int(int64_t(N) * (th + 1) / nt),
+             beta);
+}
+
+}  // namespace zaya

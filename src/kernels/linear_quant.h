@@ -1,0 +1,35 @@
+// Linear layers over block-quantized weights used in place (quant/blocks.h, memory-mapped
+// GGUF): y[M, N] (+)= x[M, K] W[N, K]^T, W rows of K / block blocks.
+//   Decode (M < 16): x is quantized to int8 in blocks of 32 with an fp32 scale (as llama.cpp
+//   quantizes activations to q8), and each weight block is an integer dot product with the
+//   x block under it, scaled by both scales: AVX-512 VNNI (vpdpbusd) where the CPU has it,
+//   a portable loop with the same integer sums otherwise (chosen at run time).
+//   Prefill (M >= 16, where the CPU has AVX512-BF16 or AMX): W is dequantized a tile of rows
+//   at a time into bf16 and multiplied on oneDNN's bf16 GEMM (the matrix units).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "quant/blocks.h"
+
+namespace zaya {
+
+// ldx, ldy: row strides (elements). beta 0 overwrites y, 1 accumulates. K must be a multiple
+// of the type's block (quant::qtype_block).
+void linear_quant(quant::QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
+                  float beta = 0.f);
+// Inside a running OpenMP region, called by every thread with the same arguments: each
+// computes one contiguous share of the output rows. No barrier at the end.
+void linear_quant_team(quant::QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
+                       float beta = 0.f);
+
+// "avx512vnni" or "portable"; force_portable switches the process to the portable loop.
+const char* linear_quant_kernel();
+void linear_quant_force_portable(bool on);
+// Tests: M rows from which prefill dequantizes tiles to bf16 (0 disables that path).
+void linear_quant_set_gemm_rows(int rows);
+
+// x as the decode kernels see it: int8 levels q[K] and one fp32 scale per 32 (x ~ d * q).
+void quantize_activations(const float* x, int K, int8_t* q, float* d);
+
+}  // namespace zaya
