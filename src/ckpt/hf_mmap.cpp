@@ -14,6 +14,7 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "quant/gguf.h"
 
 namespace zaya {
 namespace fs = std::filesystem;
@@ -32,9 +33,52 @@ size_t available_memory_bytes() {
   return 0;
 }
 
+// Views of a quantized directory's model.gguf, under their HF names. Every block scale is
+// checked finite (a NaN scale would turn every logit into NaN far from its cause).
+WeightStore open_gguf_weights(const std::string& dir, bool populate) {
+  const std::string path = gguf_model_path(dir);
+  auto file = std::make_shared<quant::GgufFile>(path);
+  const std::string arch = file->get_string("general.architecture");
+  if (arch != "zaya") fail(path, ": general.architecture is '", arch, "', expected 'zaya'");
+  WeightStore s;
+  s.origin = dir;
+  for (const quant::GgufTensor& t : file->tensors()) {
+    WeightDType dt;
+    if (!weight_dtype_from_qtype(t.type, &dt))
+      fail(path, ": tensor '", t.name, "' is ", quant::qtype_name(uint32_t(t.type)),
+           "; the in-place path reads f32, bf16, q8_0, q4_0, q4_k and q6_k");
+    const std::string name = quant::hf_name_from_gguf(t.name);
+    if (s.find(name)) fail(path, ": tensor '", t.name, "' appears twice");
+    s.add(name, WeightView{dt, std::vector<int64_t>(t.ne.rbegin(), t.ne.rend()), t.data, path});
+  }
+  if (populate && file->file_size() + (size_t(1) << 30) < available_memory_bytes()) file->populate();
+  const auto& ts = file->tensors();
+  std::vector<std::string> bad(ts.size());
+#pragma omp parallel for schedule(dynamic)
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const quant::GgufTensor& t = ts[i];
+    if (!quant::qtype_is_quantized(t.type)) continue;
+    const size_t rb = quant::qtype_row_bytes(t.type, t.ne[0]), rows = t.bytes / rb;
+    for (size_t r = 0; r < rows; ++r)
+      if (const int64_t b = quant::first_bad_scale(t.type, t.data + r * rb, t.ne[0]); b >= 0) {
+        bad[i] = cat(path, ": tensor '", t.name, "' (", quant::qtype_name(uint32_t(t.type)), ") row ", r, " block ", b,
+                     " has a NaN or infinite scale");
+        break;
+      }
+  }
+  for (const std::string& b : bad)
+    if (!b.empty()) fail(b);
+  s.keep_alive(file);
+  return s;
+}
+
 }  // namespace
 
-WeightStore open_hf_weights(const std::string& dir) {
+std::string gguf_model_path(const std::string& dir) { return (fs::path(dir) / "model.gguf").string(); }
+bool is_gguf_model_dir(const std::string& dir) { return fs::exists(gguf_model_path(dir)); }
+
+WeightStore open_hf_weights(const std::string& dir, bool populate) {
+  if (is_gguf_model_dir(dir)) return open_gguf_weights(dir, populate);
   WeightStore s;
   s.origin = dir;
   const HfShardList list = hf_shard_list(dir);
@@ -63,7 +107,7 @@ WeightStore open_hf_weights(const std::string& dir) {
   // first touch (4 KB at a time), a token spends most of its time in page faults. When the
   // files fit in memory with 1 GiB to spare (MemAvailable counts the page cache that may
   // already hold them), map every page at load (shard by shard).
-  if (total + (size_t(1) << 30) < available_memory_bytes())
+  if (populate && total + (size_t(1) << 30) < available_memory_bytes())
     for (const auto& f : files) f->populate();
   for (auto& [name, path] : list.weight_map)
     if (const WeightView* v = s.find(name); !v || v->where != path)
@@ -72,6 +116,7 @@ WeightStore open_hf_weights(const std::string& dir) {
 }
 
 bool hf_weights_are_bf16(const std::string& dir) {
+  if (is_gguf_model_dir(dir)) return true;
   for (const std::string& path : hf_shard_list(dir).files) {
     SafetensorsFile f(path);
     for (const TensorEntry& e : f.tensors())

@@ -4,12 +4,49 @@
 
 namespace zaya {
 
-const char* weight_dtype_name(WeightDType t) { return t == WeightDType::BF16 ? "BF16" : "F32"; }
+const char* weight_dtype_name(WeightDType t) {
+  switch (t) {
+    case WeightDType::F32: return "F32";
+    case WeightDType::BF16: return "BF16";
+    case WeightDType::Q8_0: return "Q8_0";
+    case WeightDType::Q4_0: return "Q4_0";
+    case WeightDType::Q4_K: return "Q4_K";
+    case WeightDType::Q6_K: return "Q6_K";
+  }
+  return "?";
+}
+
+quant::QType weight_qtype(WeightDType t) {
+  switch (t) {
+    case WeightDType::F32: return quant::QType::F32;
+    case WeightDType::BF16: return quant::QType::BF16;
+    case WeightDType::Q8_0: return quant::QType::Q8_0;
+    case WeightDType::Q4_0: return quant::QType::Q4_0;
+    case WeightDType::Q4_K: return quant::QType::Q4_K;
+    case WeightDType::Q6_K: return quant::QType::Q6_K;
+  }
+  return quant::QType::F32;
+}
+
+bool weight_dtype_from_qtype(quant::QType q, WeightDType* out) {
+  for (WeightDType t : {WeightDType::F32, WeightDType::BF16, WeightDType::Q8_0, WeightDType::Q4_0, WeightDType::Q4_K,
+                        WeightDType::Q6_K})
+    if (weight_qtype(t) == q) return *out = t, true;
+  return false;
+}
+
+size_t weight_bytes(WeightDType t, size_t rows, int64_t K) { return rows * quant::qtype_row_bytes(weight_qtype(t), K); }
 
 size_t WeightView::numel() const {
   size_t n = 1;
   for (auto d : shape) n *= size_t(d);
   return n;
+}
+
+size_t WeightView::bytes() const {
+  if (shape.empty()) return weight_bytes(dtype, 1, 1);
+  const int64_t K = shape.back();
+  return K > 0 ? weight_bytes(dtype, numel() / size_t(K), K) : 0;
 }
 
 void WeightStore::add(const std::string& name, WeightView v) { views_[name] = std::move(v); }

@@ -1,6 +1,7 @@
 // WeightStore: the weights an inference model reads, by HF name, as views (dtype, shape,
 // pointer) into memory someone else owns: memory-mapped safetensors shards (ckpt/hf_mmap.h)
-// or a Model<float>'s flat buffer. Nothing is copied; the store keeps its owners alive.
+// or a Model<float>'s flat buffer, or a quantized GGUF file's blocks (quant/blocks.h).
+// Nothing is copied; the store keeps its owners alive.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,11 +10,18 @@
 #include <vector>
 
 #include "model/model.h"
+#include "quant/blocks.h"
 
 namespace zaya {
 
-enum class WeightDType { F32, BF16 };
+// F32/BF16 element arrays, or rows of llama.cpp blocks (a row of K weights is
+// K / block blocks; the last dimension of the shape is K).
+enum class WeightDType { F32, BF16, Q8_0, Q4_0, Q4_K, Q6_K };
 const char* weight_dtype_name(WeightDType t);
+quant::QType weight_qtype(WeightDType t);
+bool weight_dtype_from_qtype(quant::QType q, WeightDType* out);  // false: no in-place form
+// Bytes of `rows` rows of K weights.
+size_t weight_bytes(WeightDType t, size_t rows, int64_t K);
 
 struct WeightView {
   WeightDType dtype = WeightDType::F32;
@@ -21,7 +29,7 @@ struct WeightView {
   const void* data = nullptr;
   std::string where;  // file (or "model") for error messages
   size_t numel() const;
-  size_t bytes() const { return numel() * (dtype == WeightDType::BF16 ? 2 : 4); }
+  size_t bytes() const;
 };
 
 class WeightStore {

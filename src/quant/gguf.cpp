@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -130,21 +131,28 @@ void GgufWriter::begin(const std::string& path) {
   if (std::fwrite(h.data(), 1, h.size(), f_) != h.size()) fail(tmp, ": write failed (", std::strerror(errno), ")");
 }
 
-void GgufWriter::write_tensor(const void* data, size_t bytes) {
-  ZAYA_CHECK(f_ && next_ < tensors_.size(), "GGUF writer: more tensors written than added");
-  const GgufTensor& t = tensors_[next_];
-  ZAYA_CHECK(bytes == t.bytes, "GGUF writer: tensor ", t.name, " is ", bytes, " bytes, expected ", t.bytes);
-  static const uint8_t zeros[kGgufAlignment] = {};
+void GgufWriter::write(const void* data, size_t bytes) {
   const std::string tmp = path_ + ".tmp";
-  if (t.offset > written_ && std::fwrite(zeros, 1, t.offset - written_, f_) != t.offset - written_)
-    fail(tmp, ": write failed (", std::strerror(errno), ")");
-  if (std::fwrite(data, 1, bytes, f_) != bytes) fail(tmp, ": write failed (", std::strerror(errno), ")");
-  written_ = t.offset + bytes;
-  ++next_;
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  while (bytes > 0) {
+    ZAYA_CHECK(f_ && next_ < tensors_.size(), "GGUF writer: more bytes written than the tensors added hold");
+    const GgufTensor& t = tensors_[next_];
+    static const uint8_t zeros[kGgufAlignment] = {};
+    if (in_tensor_ == 0 && t.offset > written_) {
+      if (std::fwrite(zeros, 1, t.offset - written_, f_) != t.offset - written_)
+        fail(tmp, ": write failed (", std::strerror(errno), ")");
+      written_ = t.offset;
+    }
+    const size_t n = size_t(std::min<uint64_t>(bytes, t.bytes - in_tensor_));
+    if (std::fwrite(p, 1, n, f_) != n) fail(tmp, ": write failed (", std::strerror(errno), ")");
+    p += n, bytes -= n, in_tensor_ += n, written_ += n;
+    if (in_tensor_ == t.bytes) ++next_, in_tensor_ = 0;
+  }
 }
 
 void GgufWriter::finish() {
   ZAYA_CHECK(f_ && next_ == tensors_.size(), "GGUF writer: ", next_, " of ", tensors_.size(), " tensors written");
+  // Tensors of 0 bytes cannot exist (dims >= 1), so the last write ended the data section.
   const std::string tmp = path_ + ".tmp";
   const bool ok = std::fflush(f_) == 0 && ::fsync(fileno(f_)) == 0;
   std::fclose(f_);

@@ -60,9 +60,10 @@ class GgufWriter {
   void kv_i32s(const std::string& k, const std::vector<int32_t>& v);
   // ne innermost first. Returns the tensor's byte size.
   size_t add_tensor(const std::string& name, const std::vector<int64_t>& ne, QType t);
-  // Writes the header, metadata and infos to path.tmp; then write_tensor in the order added.
+  // Writes the header, metadata and infos to path.tmp; then write() the tensors' bytes in
+  // the order added, each in one or more pieces (padding goes in between by itself).
   void begin(const std::string& path);
-  void write_tensor(const void* data, size_t bytes);
+  void write(const void* data, size_t bytes);
   void finish();  // checks every tensor was written; renames path.tmp to path
   ~GgufWriter();
   uint64_t data_bytes() const { return data_size_; }
@@ -75,8 +76,9 @@ class GgufWriter {
   uint64_t data_size_ = 0;
   std::string path_;
   FILE* f_ = nullptr;
-  size_t next_ = 0;
-  uint64_t written_ = 0;
+  size_t next_ = 0;         // the tensor being written
+  uint64_t in_tensor_ = 0;  // its bytes written so far
+  uint64_t written_ = 0;    // data section bytes written
 };
 
 class GgufFile {
