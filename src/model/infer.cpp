@@ -461,4 +461,41 @@ std::vector<double> InferDecoder::logprobs(const int32_t* ids, int n, int chunk)
   return lp;
 }
 
+void InferDecoder::feed_all_logits(const int32_t* tokens, int n, const std::function<void(int, const float*)>& f) {
+  const int D = m_.cfg().hidden_size, V = m_.cfg().vocab_size, rows = 32, N = batch_ * n;
+  forward(tokens, n, false);
+  std::vector<float> logits(size_t(std::min(rows, N)) * V);
+  for (int r0 = 0; r0 < N; r0 += rows) {
+    const int m = std::min(rows, N - r0);
+    lin(m_.embed, logits.data(), V, &xf_[size_t(r0) * D], D, m);
+    for (int i = 0; i < m; ++i) f(r0 + i, &logits[size_t(i) * V]);
+  }
+}
+
+void InferDecoder::copy_rows_from(const InferDecoder& src, int row) {
+  ZAYA_CHECK(&src.m_ == &m_, "copy_rows_from: decoders of different models");
+  ZAYA_CHECK(row >= 0 && row < src.batch_, "copy_rows_from: row ", row, " of a batch of ", src.batch_);
+  const int len = src.state_.len;
+  ZAYA_CHECK(len <= max_len_, "copy_rows_from: ", len, " positions exceed this decoder's ", max_len_);
+  const ModelConfig& c = m_.cfg();
+  const size_t hd = size_t(c.head_dim);
+  for (size_t li = 0; li < state_.cca.size(); ++li) {
+    const CcaCache<float>& s = src.state_.cca[li];
+    CcaCache<float>& d = state_.cca[li];
+    const size_t pc = s.p_tail_BPC.size() / size_t(s.B), D = s.x_prev_BD.size() / size_t(s.B);
+    for (int b = 0; b < batch_; ++b) {
+      std::copy_n(&s.p_tail_BPC[row * pc], pc, &d.p_tail_BPC[b * pc]);
+      std::copy_n(&s.x_prev_BD[row * D], D, &d.x_prev_BD[b * D]);
+      for (int g = 0; g < c.num_kv_heads; ++g) {  // [B, Hk, capacity, hd]
+        const size_t so = ((size_t(row) * c.num_kv_heads + g) * s.capacity) * hd;
+        const size_t dof = ((size_t(b) * c.num_kv_heads + g) * d.capacity) * hd;
+        std::copy_n(&s.k_BGSd[so], size_t(len) * hd, &d.k_BGSd[dof]);
+        std::copy_n(&s.v_BGSd[so], size_t(len) * hd, &d.v_BGSd[dof]);
+      }
+    }
+    d.len = s.len;
+  }
+  state_.len = len;
+}
+
 }  // namespace zaya

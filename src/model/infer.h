@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -77,6 +78,14 @@ class InferDecoder {
   // Batch 1: log p(ids[t+1] | ids[0..t]) for t < n-1, fed in chunks of `chunk` tokens from
   // the current position (the state continues; reset() first for a fresh sequence).
   std::vector<double> logprobs(const int32_t* ids, int n, int chunk = 512);
+  // tokens [batch, n] from the current position; then f(r, logits_V) for every row
+  // r = b * n + j in order: the logits of the token after tokens_BN[r] (valid during the call).
+  // The LM head runs over 32 rows at a time (scoring: zaya score and zaya eval).
+  void feed_all_logits(const int32_t* tokens_BN, int n, const std::function<void(int, const float*)>& f);
+  // Every row of this decoder continues from row `row` of src (same model): src's state for
+  // its first pos() positions is copied into each row (a context prefilled once, then
+  // several continuations of it as rows).
+  void copy_rows_from(const InferDecoder& src, int row);
   void reset();
   int pos() const { return state_.len; }
   int batch() const { return batch_; }
