@@ -1,5 +1,7 @@
-// zaya score --model DIR --ids FILE [--json]: log-probability of each next token under an
-// HF-format ZAYA model, and the mean loss.
+// zaya score (--model DIR | --ckpt DIR) (--ids FILE | --text FILE) [--context N] [--json]:
+// log-probability of each next token under a model, and the mean loss. The scoring is
+// zaya eval's (eval/engine.h): the first N tokens (default 1) are the context, prefilled
+// once, and the rest a continuation; a choice's loglikelihood in `zaya eval` is this sum.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -8,14 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ckpt/checkpoint.h"
-#include "ckpt/hf.h"
-#include "ckpt/hf_mmap.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "model/infer.h"
-#include "model/model.h"
+#include "eval/engine.h"
 #include "train/tokenizer.h"
 
 namespace {
@@ -37,6 +35,7 @@ std::vector<int32_t> read_ids(const std::string& path) {
 
 struct Opts {
   std::string model, ckpt, ids, text, tokenizer;
+  int context = 1;
   bool json = false;
   bool fp32 = false;  // HF bf16 weights: load an fp32 copy instead of using them in place
 };
@@ -44,15 +43,12 @@ struct Opts {
 void run(const Opts& o) {
   if (o.model.empty() == o.ckpt.empty()) zaya::fail("give exactly one of --model DIR (HF format) or --ckpt DIR (zaya)");
   if (o.ids.empty() == o.text.empty()) zaya::fail("give exactly one of --ids FILE or --text FILE");
-  std::unique_ptr<zaya::Checkpoint> ck;
-  if (!o.ckpt.empty()) ck = std::make_unique<zaya::Checkpoint>(o.ckpt);
-  zaya::ModelConfig cfg = ck ? zaya::checkpoint_model_config(*ck) : zaya::load_model_config(o.model);
+  zaya::eval::LoadedModel lm = zaya::eval::open_model(o.model, o.ckpt, o.fp32);
+  const zaya::ModelConfig& cfg = lm.cfg;
   std::vector<int32_t> ids;
   std::string ids_path = o.ids;
   if (!o.text.empty()) {  // tokenize with --tokenizer, else the run's / directory's own tokenizer
-    std::string tok = o.tokenizer;
-    if (tok.empty() && ck) tok = zaya::checkpoint_tokenizer(*ck);
-    if (tok.empty() && !o.model.empty()) tok = zaya::find_model_tokenizer(o.model);  // tokenizer.json, else .model
+    const std::string tok = o.tokenizer.empty() ? lm.tokenizer : o.tokenizer;
     if (tok.empty()) zaya::fail("--text needs a tokenizer: pass --tokenizer MODEL");
     std::ifstream f(o.text, std::ios::binary);
     if (!f) zaya::fail(o.text, ": cannot open");
@@ -69,38 +65,29 @@ void run(const Opts& o) {
     }
   } else {
     ids = read_ids(o.ids);
+    if (int(ids.size()) > cfg.max_position_embeddings + 1)
+      zaya::fail(ids_path, ": ", ids.size(), " token ids; the model scores at most ", cfg.max_position_embeddings + 1);
   }
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] >= cfg.vocab_size)
       zaya::fail(ids_path, ": token id ", ids[i], " at index ", i, " is outside the vocabulary (", cfg.vocab_size, ")");
-  const bool as_json = o.json;
-  const int T = int(ids.size()) - 1;
-  std::vector<double> lp(T);
-  zaya::ForwardResult r;
-  if (!ck && !o.fp32 && zaya::hf_weights_are_bf16(o.model)) {  // bf16 HF weights, memory-mapped, used in place
-    zaya::InferModel im(cfg, zaya::open_hf_weights(o.model));
-    zaya::InferDecoder dec(im, 1, int(ids.size()));
-    lp = dec.logprobs(ids.data(), int(ids.size()));
-    for (double v : lp) r.loss_sum -= v;
-    r.count = T;
-    r.loss = r.loss_sum / T;
-  } else {
-    zaya::Model<float> m(cfg);
-    if (ck)
-      zaya::load_checkpoint_model(*ck, m);
-    else
-      zaya::load_hf_weights(o.model, m);
-    r = m.forward(ids.data(), ids.data() + 1, 1, T);
-    for (int t = 0; t < T; ++t) lp[t] = double(m.logits()[size_t(t) * cfg.vocab_size + ids[t + 1]]) - m.lse()[t];
-  }
-  if (as_json) {
-    nlohmann::json j = {{"logprobs", lp}, {"loss", r.loss}, {"tokens", r.count}, {"perplexity", std::exp(r.loss)}};
+  if (o.context < 1 || o.context >= int(ids.size()))
+    zaya::fail("--context ", o.context, ": must be in [1, ", ids.size() - 1, "] for ", ids.size(), " tokens");
+  const std::vector<int32_t> ctx(ids.begin(), ids.begin() + o.context), cont(ids.begin() + o.context, ids.end());
+  zaya::eval::Engine eng(*lm.im, 1, int(ids.size()) - 1);
+  const zaya::eval::ContinuationScore s = eng.score(ctx, {cont})[0];
+  const int T = int(s.logprobs.size());
+  const double sum = s.sum(), loss = -sum / T;
+  if (o.json) {
+    nlohmann::json j = {{"logprobs", s.logprobs}, {"sum", sum},          {"is_greedy", s.greedy},
+                        {"context", o.context},   {"loss", loss},        {"tokens", T},
+                        {"perplexity", std::exp(loss)}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf("%6s %10s %12s\n", "pos", "next_id", "logprob");
-  for (int t = 0; t < T; ++t) std::printf("%6d %10d %12.6f\n", t + 1, ids[t + 1], lp[t]);
-  std::printf("loss %.6f nats/token over %d tokens (perplexity %.3f)\n", r.loss, r.count, std::exp(r.loss));
+  for (int t = 0; t < T; ++t) std::printf("%6d %10d %12.6f\n", o.context + t, ids[size_t(o.context + t)], s.logprobs[size_t(t)]);
+  std::printf("loss %.6f nats/token over %d tokens (perplexity %.3f)\n", loss, T, std::exp(loss));
 }
 
 }  // namespace
@@ -112,7 +99,9 @@ ZAYA_COMMAND("score", "Log-probabilities of tokens under a model, mean loss and 
   app.add_option("--ids", o->ids, "file of whitespace-separated token ids");
   app.add_option("--text", o->text, "raw text file, tokenized with the run's (or --tokenizer) tokenizer");
   app.add_option("--tokenizer", o->tokenizer, "tokenizer.json or SentencePiece .model for --text");
+  app.add_option("--context", o->context,
+                 "the first N tokens are the context, prefilled once (zaya eval's shared context); default 1");
   app.add_flag("--fp32", o->fp32, "HF dir with bf16 weights: load an fp32 copy (default: use them in place)");
-  app.add_flag("--json", o->json, "print {\"logprobs\": [...], \"loss\": x, \"tokens\": n}");
+  app.add_flag("--json", o->json, "print {\"logprobs\": [...], \"sum\": s, \"loss\": x, \"tokens\": n}");
   app.callback([o] { run(*o); });
 });
