@@ -334,8 +334,9 @@ void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int 
 void gemm_tiles(QType t, float* y, int ldy, const float* x, int ldx, const uint8_t* W, int M, int N, int K, float beta) {
   const size_t rb = quant::qtype_row_bytes(t, K);
   const int tile = std::max(16, std::min(N, int((size_t(4) << 20) / (size_t(K) * 2))));  // ~4 MB of bf16
-  static thread_local std::vector<bf16> wt;
-  wt.resize(size_t(tile) * K);
+  static thread_local std::vector<bf16> tile_buf;
+  tile_buf.resize(size_t(tile) * K);
+  bf16* wt = tile_buf.data();  // (inside the region below, tile_buf would be each thread's own)
   for (int n0 = 0; n0 < N; n0 += tile) {
     const int nr = std::min(tile, N - n0);
 #pragma omp parallel if (size_t(nr) * K > 65536)
@@ -347,7 +348,7 @@ void gemm_tiles(QType t, float* y, int ldy, const float* x, int ldx, const uint8
         convert_to_bf16(row.data(), &wt[size_t(r) * K], size_t(K));
       }
     }
-    gemm_bf16_weights(M, nr, K, x, ldx, wt.data(), beta, y + n0, ldy);
+    gemm_bf16_weights(M, nr, K, x, ldx, wt, beta, y + n0, ldy);
   }
 }
 

@@ -1,0 +1,212 @@
+// bench_zaya1_base --quant TYPE (included by bench/zaya1_base.cpp): quantized against bf16
+// decode on the full ZAYA1-base shape, in one run so the ratios share the machine's state.
+#pragma once
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/mem_bench.h"
+#include "ckpt/hf_mmap.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "kernels/linear_quant.h"
+#include "model/infer.h"
+#include "quant/convert/quantize_model.h"
+
+namespace zaya::qbench {
+
+struct QuantBenchArgs {
+  std::string dir, type;
+  bool kv_fp32 = false, reuse = false;
+  int prompt = 512, steps = 16, threads = 1;
+  double triad_given = 0, triad_start = 0;
+};
+
+inline void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+inline double triad_now(int threads) {
+  bench::StreamRun r = bench::run_stream(int64_t(32) << 20, 10, threads);
+  for (auto& k : r.kernels)
+    if (k.name == "triad") return k.best_MBps / 1e3;
+  fail("STREAM run has no triad");
+}
+
+inline std::vector<int32_t> random_ids(int n, int V, uint64_t seed) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  Philox r(seed, 7);
+  for (auto& x : v) x = int32_t(r.below(uint64_t(V)));
+  return v;
+}
+
+// One model's run: load, prefill, batch-1 decode of a fixed token sequence (the same for
+// every model, so logits compare position by position), log-probs of a fixed sequence.
+struct ModelRun {
+  std::string name;
+  double load_s = 0, prefill_s = 0, decode_s = 0, bytes_per_token = 0, triad = 0;
+  size_t peak_rss = 0;
+  uint64_t file_bytes = 0;
+  std::vector<std::vector<float>> logits;  // per decode step
+  std::vector<double> logprobs;
+};
+
+inline ModelRun run_model(const std::string& name, const std::string& dir, const ModelConfig& cfg,
+                          const QuantBenchArgs& a) {
+  ModelRun r;
+  r.name = name;
+  reset_peak();
+  Timer tl;
+  InferModel model(cfg, open_hf_weights(dir));
+  r.load_s = tl.seconds();
+  r.file_bytes = model.stored_bytes();
+  const int V = cfg.vocab_size;
+  const KvCacheDType kv = a.kv_fp32 ? KvCacheDType::F32 : KvCacheDType::BF16;
+  {
+    InferDecoder dec(model, 1, a.prompt + a.steps + 4, kv);
+    const auto p = random_ids(a.prompt, V, 1);
+    Timer tp;
+    dec.feed(p.data(), a.prompt);
+    r.prefill_s = tp.seconds();
+    const auto steps = random_ids(a.steps + 2, V, 2);
+    dec.feed(&steps[0], 1);  // warm-up
+    dec.feed(&steps[1], 1);
+    size_t peak = peak_rss_bytes();
+    const double tr0 = a.triad_given > 0 ? a.triad_given : triad_now(a.threads);
+    reset_peak();
+    double bytes = 0;
+    Timer td;
+    for (int s = 0; s < a.steps; ++s) {
+      const float* lg = dec.feed(&steps[size_t(s) + 2], 1);
+      bytes += double(dec.last_weight_bytes());
+      r.logits.emplace_back(lg, lg + V);  // a copy: 1 MB per step, outside the weight reads
+    }
+    r.decode_s = td.seconds();
+    peak = std::max(peak, peak_rss_bytes());
+    const double tr1 = a.triad_given > 0 ? a.triad_given : triad_now(a.threads);
+    reset_peak();
+    r.triad = 0.5 * (tr0 + tr1);
+    r.bytes_per_token = bytes / a.steps;
+    // Log-probs of a fixed 256-token sequence (a fresh context).
+    InferDecoder lp(model, 1, 260, kv);
+    const auto seq = random_ids(256, V, 3);
+    r.logprobs = lp.logprobs(seq.data(), 256, 128);
+    r.peak_rss = std::max(peak, peak_rss_bytes());
+  }
+  std::printf("%-5s load %.1f s, prefill %d tokens %.2f s (%.1f tokens/s), decode %.2f tokens/s (%.1f ms/token), "
+              "%.3f GB weights/token, triad %.1f GB/s -> roofline %.1f ms, ratio %.2f; peak RSS %.2f GB (files %.2f GB)\n",
+              name.c_str(), r.load_s, a.prompt, r.prefill_s, a.prompt / r.prefill_s, a.steps / r.decode_s,
+              r.decode_s / a.steps * 1e3, r.bytes_per_token / 1e9, r.triad, r.bytes_per_token / (r.triad * 1e9) * 1e3,
+              r.bytes_per_token / (r.triad * 1e9) / (r.decode_s / a.steps), r.peak_rss / 1e9, r.file_bytes / 1e9);
+  std::fflush(stdout);
+  return r;
+}
+
+// The 16 GB test: this binary again, with RLIMIT_AS = 16 GiB set before exec, loading the
+// model and decoding a few tokens. Returns the child's exit status (0: it ran).
+inline int limit_test(const std::string& dir, const std::string& config, bool kv_fp32) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit rl{};
+    rl.rlim_cur = rl.rlim_max = rlim_t(16) << 30;
+    setrlimit(RLIMIT_AS, &rl);
+    const char* kv = kv_fp32 ? "fp32" : "bf16";
+    execl("/proc/self/exe", "bench_zaya1_base", "--config", config.c_str(), "--limit-child", dir.c_str(), "--kv", kv,
+          (char*)nullptr);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+inline void logit_stats(const ModelRun& ref, const ModelRun& q) {
+  double se = 0, sr = 0, maxe = 0;
+  int agree = 0;
+  for (size_t s = 0; s < ref.logits.size(); ++s) {
+    const auto& a = ref.logits[s];
+    const auto& b = q.logits[s];
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double d = double(b[i]) - a[i];
+      se += d * d, sr += double(a[i]) * a[i], maxe = std::max(maxe, std::fabs(d));
+    }
+    agree += std::max_element(a.begin(), a.end()) - a.begin() == std::max_element(b.begin(), b.end()) - b.begin();
+  }
+  double lpm = 0, lpx = 0, ppl_a = 0, ppl_b = 0;
+  for (size_t i = 0; i < ref.logprobs.size(); ++i) {
+    const double d = std::fabs(q.logprobs[i] - ref.logprobs[i]);
+    lpm += d, lpx = std::max(lpx, d), ppl_a -= ref.logprobs[i], ppl_b -= q.logprobs[i];
+  }
+  const double n = double(ref.logprobs.size());
+  std::printf("logits vs bf16 (%zu decode steps, random weights): rms error / rms logit %.4f, max |error| %.4f, "
+              "top-1 agreement %d/%zu\n",
+              ref.logits.size(), std::sqrt(se / sr), maxe, agree, ref.logits.size());
+  std::printf("log-probs vs bf16 (%zu positions): mean |delta| %.5f, max |delta| %.5f nats; perplexity %.2f -> %.2f "
+              "(%+.3f%%)\n",
+              ref.logprobs.size(), lpm / n, lpx, std::exp(ppl_a / n), std::exp(ppl_b / n),
+              100 * (std::exp((ppl_b - ppl_a) / n) - 1));
+}
+
+inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
+  namespace fs = std::filesystem;
+  quant::QType t;
+  if (!quant::qtype_parse(a.type.c_str(), &t) || !(t == quant::QType::Q8_0 || t == quant::QType::Q4_0 || t == quant::QType::Q4_K))
+    fail("--quant '", a.type, "': expected q8_0, q4_0 or q4_k");
+  const std::string qdir = a.dir + "-" + a.type;
+  std::printf("decode kernel %s, KV cache %s\n", linear_quant_kernel(), a.kv_fp32 ? "fp32" : "bf16");
+  if (!(a.reuse && is_gguf_model_dir(qdir))) {
+    reset_peak();
+    QuantizeOptions o;
+    o.type = t;
+    o.force = true;
+    const QuantizeSummary s = quantize_model(a.dir, qdir, o);
+    std::printf("quantize %s -> %s: %zu tensors, %.2f GB -> %.2f GB in %.1f s (%.1f min), peak RSS %.2f GB\n",
+                a.dir.c_str(), qdir.c_str(), s.tensors, s.src_bytes / 1e9, s.dst_bytes / 1e9, s.seconds,
+                s.seconds / 60, s.peak_rss / 1e9);
+  } else {
+    std::printf("reusing %s\n", qdir.c_str());
+  }
+  std::fflush(stdout);
+  const ModelRun b = run_model("bf16", a.dir, cfg, a);
+  const ModelRun q = run_model(a.type, qdir, cfg, a);
+  const double sb = a.steps / b.decode_s, sq = a.steps / q.decode_s;
+  std::printf("speed-up %s / bf16: %.2fx tokens/s (%.2f vs %.2f); bytes/token %.3f vs %.3f GB (%.2fx fewer)\n",
+              a.type.c_str(), sq / sb, sq, sb, q.bytes_per_token / 1e9, b.bytes_per_token / 1e9,
+              b.bytes_per_token / q.bytes_per_token);
+  logit_stats(b, q);
+  const std::string config = ZAYA_SOURCE_DIR "/configs/zaya1-base.toml";
+  for (const auto& [name, dir] : {std::pair{std::string("bf16"), a.dir}, std::pair{a.type, qdir}}) {
+    const int rc = limit_test(dir, config, a.kv_fp32);
+    std::printf("16 GB limit (RLIMIT_AS = 16 GiB, load + prefill 32 + decode 8): %s %s (exit %d)\n", name.c_str(),
+                rc == 0 ? "runs" : "does NOT run", rc);
+  }
+}
+
+}  // namespace zaya::qbench
+
+// The child of limit_test: load, prefill 32 tokens, decode 8; exit 0 when all ran.
+inline int limit_child(const std::string& dir, const zaya::ModelConfig& cfg, bool kv_fp32) {
+  try {
+    zaya::InferModel model(cfg, zaya::open_hf_weights(dir));
+    zaya::InferDecoder dec(model, 1, 48, kv_fp32 ? zaya::KvCacheDType::F32 : zaya::KvCacheDType::BF16);
+    const auto p = zaya::qbench::random_ids(40, cfg.vocab_size, 9);
+    dec.feed(p.data(), 32);
+    for (int i = 0; i < 8; ++i) dec.feed(&p[size_t(32 + i)], 1);
+    std::printf("limit child: %s ran under the limit, peak RSS %.2f GB\n", dir.c_str(), zaya::peak_rss_bytes() / 1e9);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "limit child: %s\n", e.what());
+    return 1;
+  }
+}
+
+using zaya::qbench::QuantBenchArgs;
+using zaya::qbench::run_quant_bench;
