@@ -298,9 +298,11 @@ std::vector<TaskResult> run_tasks(const InferModel& m, const Tokenizer& tok, std
                                   const RunOptions& o) {
   std::vector<TaskResult> out;
   std::vector<double> se, n, acc;
+  int shots = 0;
   for (const Task& t : tasks) {
     out.push_back(run_task(m, tok, t, o));
     if (t.name.rfind("mmlu_", 0) == 0) {
+      shots = out.back().num_fewshot;
       se.push_back(out.back().metrics[0].stderr_);
       n.push_back(out.back().n);
       acc.push_back(out.back().metrics[0].value);
@@ -310,7 +312,7 @@ std::vector<TaskResult> run_tasks(const InferModel& m, const Tokenizer& tok, std
     TaskResult g;
     g.name = "mmlu";
     g.group = true;
-    g.num_fewshot = out.back().num_fewshot;
+    g.num_fewshot = shots;
     double a = 0, total = 0;
     for (size_t i = 0; i < n.size(); ++i) {
       a += acc[i] * n[i];
