@@ -8,6 +8,8 @@ Writes into OUTDIR:
   lr.png           learning rate per step
   throughput.png   tokens/s per step (and its running median)
   expert_load.png  per MoE layer: largest expert share x E (1 = uniform), load entropy, skip rate
+  tasks.png        [eval] tasks (zaya eval's) against step: acc_norm (else acc, exact_match)
+                   with +-1 stderr bars; only when metrics.jsonl has eval_tasks records
 Phase boundaries are drawn as dotted vertical lines on every plot.
 Use Debian's interpreter (/usr/bin/python3, python3-matplotlib).
 """
@@ -31,7 +33,7 @@ def die(msg):
 def read_metrics(path):
     if not os.path.exists(path):
         die(f"no such file '{path}'")
-    steps, evals = [], []
+    steps, evals, tasks = [], [], []
     with open(path) as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -45,9 +47,34 @@ def read_metrics(path):
                 steps.append(rec)
             elif rec.get("type") == "eval":
                 evals.append(rec)
+            elif rec.get("type") == "eval_tasks":
+                tasks.append(rec)
     if not steps:
         die(f"{path}: no step records")
-    return steps, evals
+    return steps, evals, tasks
+
+
+def plot_tasks(tasks, title, path):
+    """Accuracy against step for each task of the run's [eval] tasks."""
+    series = {}
+    for rec in tasks:
+        for name, m in rec.get("tasks", {}).items():
+            key = next((k for k in ("acc_norm", "acc", "exact_match") if k in m), None)
+            if key is None:
+                continue
+            series.setdefault((name, key), []).append((rec["step"], m[key], m.get(key + "_stderr") or 0.0))
+    if not series:
+        return
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for (name, key), pts in sorted(series.items()):
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", markersize=4,
+                    capsize=3, label=f"{name} {key}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("accuracy")
+    ax.set_title(title + "downstream tasks (+-1 stderr)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, path)
 
 
 def phase_starts(steps):
@@ -78,7 +105,7 @@ def main():
     ap.add_argument("--unigram", type=float, help="unigram entropy of the corpus (nats/token), drawn as a line")
     ap.add_argument("--title", default="")
     a = ap.parse_args()
-    steps, evals = read_metrics(a.metrics)
+    steps, evals, tasks = read_metrics(a.metrics)
     os.makedirs(a.outdir, exist_ok=True)
     x = [r["step"] for r in steps]
     starts = phase_starts(steps)
@@ -139,6 +166,8 @@ def main():
     if layers:
         axes[0].legend(fontsize=7, ncol=4)
     save(fig, os.path.join(a.outdir, "expert_load.png"))
+
+    plot_tasks(tasks, title, os.path.join(a.outdir, "tasks.png"))
 
 
 if __name__ == "__main__":

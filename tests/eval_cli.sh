@@ -182,4 +182,27 @@ bad "far.jsonl:1: field 'doc_to_target': gold index 5 is out of range" --task-fi
 bad "unknown task 'hellaswagg'" --tasks hellaswagg --data-dir $D
 bad "piqa/validation.jsonl: no such file" --tasks piqa --data-dir "$W/bad"
 [ ! -e "$W/bad/out.json" ] || die "a results file after an error"
+echo "== [eval] tasks during training: metrics.jsonl records, the plot"
+sed -e "s|^interval = 0|interval = 2\ntasks = [\"hellaswag\", \"$T/kjv_fewshot.json\"]\ndata_dir = \"$D\"\ntasks_limit = 6|" \
+    -e "s|^tokens = 256|tokens = 512|" -e "s|out_dir = \"$W/run\"|out_dir = \"$W/run_tasks\"|" "$W/run.toml" >"$W/run_tasks.toml"
+"$ZAYA" train --config "$W/run_tasks.toml" >"$W/train_tasks.log" 2>&1 || { cat "$W/train_tasks.log"; die "train with [eval] tasks"; }
+grep -q '^|hellaswag|0|acc|' "$W/train_tasks.log" || { cat "$W/train_tasks.log"; die "no task table in the training log"; }
+python3 - "$W/run_tasks/metrics.jsonl" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+t = [r for r in recs if r.get("type") == "eval_tasks"]
+steps = [r["step"] for r in t]
+assert steps == [0, 2, 4], f"eval_tasks at steps {steps}"
+for r in t:
+    assert set(r["tasks"]) == {"hellaswag", "kjv_fewshot"}, r["tasks"].keys()
+    h = r["tasks"]["hellaswag"]
+    assert h["n"] == 6 and 0 <= h["acc_norm"] <= 1 and h["acc_norm_stderr"] >= 0, h
+print("metrics.jsonl: eval_tasks at steps", steps)
+PY
+PY3=python3; /usr/bin/python3 -c 'import matplotlib' 2>/dev/null && PY3=/usr/bin/python3
+if $PY3 -c 'import matplotlib' 2>/dev/null; then
+  $PY3 scripts/plot_metrics.py "$W/run_tasks/metrics.jsonl" "$W/plots" >/dev/null || die "plot_metrics.py"
+  [ -s "$W/plots/tasks.png" ] || die "no tasks.png"
+  echo "plot: $W/plots/tasks.png"
+fi
 echo "eval_cli: OK"

@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "dist/comm.h"
+#include "eval/train_tasks.h"
 #include "ft/train_hooks.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -40,7 +41,10 @@ void run(const TrainArgs& a) {
   opt.cp = a.cp;
   zaya::TrainerHooks hooks;
   zaya::ft::install(a.ft, opt, hooks, cfg.out_dir);
+  auto self = std::make_shared<zaya::Trainer*>(nullptr);
+  zaya::eval::install_train_tasks(cfg, hooks, self);  // [eval] tasks at validation evals
   zaya::Trainer trainer(std::move(cfg), opt, std::move(hooks));
+  *self = &trainer;
   trainer.run();
 }
 

@@ -285,6 +285,10 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   ev.integer("interval", c.eval_interval, 0);
   ev.integer("windows", c.eval_windows, 0, 1 << 20);
   ev.integer("batch", c.eval_batch, 1, 1 << 16);
+  ev.strings("tasks", c.eval_tasks);
+  ev.str("data_dir", c.eval_data_dir);
+  ev.integer("tasks_interval", c.eval_tasks_interval, 0);
+  ev.integer("tasks_limit", c.eval_tasks_limit, 0, 1 << 30);
   ev.finish();
 
   Fields ck(top.table("checkpoint"), path, "checkpoint");

@@ -18,7 +18,9 @@
 //   [schedule]   kind ("constant" | "cosine" | "wsd"), warmup_steps, min_lr_ratio, decay_fraction
 //   [balancing]  method ("bias_adamw" | "bias_sign" | "aux_loss" | "none"), lr, beta1, beta2,
 //                eps, weight_decay, sign_rate, aux_coeff, include_skip
-//   [eval]       interval (steps, 0: only at the end), windows (validation windows), batch
+//   [eval]       interval (steps, 0: only at the end), windows (validation windows), batch,
+//                tasks (zaya eval task names or .json task files), data_dir, tasks_interval,
+//                tasks_limit
 //   [checkpoint] interval (steps, 0: only at the end), keep_last, dir (default out_dir/ckpt),
 //                async (default true: the step only waits for a host snapshot)
 //   [log]        interval (progress line every N steps)
@@ -84,6 +86,12 @@ struct RunConfig {
 
   int64_t eval_interval = 0;
   int eval_windows = 16, eval_batch = 8;
+  // Downstream tasks (zaya eval's) run at validation evals: built-in names (data in
+  // eval_data_dir) or task files (*.json); every eval_tasks_interval steps (0: every eval).
+  std::vector<std::string> eval_tasks;
+  std::string eval_data_dir;
+  int64_t eval_tasks_interval = 0;
+  int eval_tasks_limit = 0;  // documents per task (0: all)
   int64_t ckpt_interval = 0;
   int keep_last = 3;
   bool ckpt_async = true;  // snapshot, then write in the background while training goes on
