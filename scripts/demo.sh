@@ -11,6 +11,8 @@
 # 4. `zaya generate`: a sample from the final checkpoint
 # 5. scripts/plot_metrics.py: runs/demo/loss.png (+ lr, throughput, expert load)
 # 6. the final validation loss next to the unigram entropy of the corpus (same tokenizer)
+# 7. zaya eval of the model on the KJV tasks (verse completion, last word) and the table; the
+#    trained model must beat chance on verse completion by >= 5 stderr, the untrained one not
 set -euo pipefail
 ZAYA=${1:-build/zaya}
 OUT=runs/demo
@@ -65,3 +67,14 @@ print(f"final val loss is {uni - final_val:.3f} nats/token below the unigram ent
       if final_val < uni else f"final val loss is NOT below the unigram entropy ({final_val:.3f} >= {uni:.3f})")
 print("loss curve: runs/demo/loss.png")
 PYEOF
+
+echo "== 7. downstream eval: zaya eval on the KJV tasks (scripts/kjv_tasks.py, tests/data/eval/kjv)"
+# One thread: this model's products are too small to share (docs/eval.md).
+KJV_TASKS="--task-file tests/data/eval/kjv/kjv_verse.json --task-file tests/data/eval/kjv/kjv_word.json"
+OMP_NUM_THREADS=1 "$ZAYA" eval --ckpt "$OUT" $KJV_TASKS --output "$OUT/eval.json" --log-samples "$OUT/eval_samples.jsonl"
+# The same tasks on the untrained model (the recipe's initialisation, 0 steps).
+rm -rf "$OUT/init"
+OMP_NUM_THREADS=1 "$ZAYA" train --config "$CONFIG" --steps 0 --out "$OUT/init" --quiet >/dev/null
+OMP_NUM_THREADS=1 "$ZAYA" eval --ckpt "$OUT/init" $KJV_TASKS --output "$OUT/eval_init.json" --quiet | tail -n +2
+"$PY" scripts/eval_chance.py "$OUT/eval.json" kjv_verse acc_norm 0.25 --above 5 --min-n 200
+"$PY" scripts/eval_chance.py "$OUT/eval_init.json" kjv_verse acc_norm 0.25 --within 3 --min-n 200
