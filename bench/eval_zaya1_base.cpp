@@ -1,0 +1,141 @@
+// zaya eval's speed on the full ZAYA1-base shape with random bf16 weights used in place
+// (written by write_random_hf_bf16, as bench_zaya1_base does): 4-choice items with ~200-token
+// contexts, in requests (scored choices) per second, against the prefill rate of the same
+// model; the context scored once per item (the engine) against once per choice.
+//   bench_eval_zaya1_base [--dir D] [--keep|--reuse] [--config TOML] [--items N]
+//                         [--context N] [--choices N] [--cont N] [--threads N]
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "ckpt/hf_mmap.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "eval/engine.h"
+#include "kernels/linear_bf16.h"
+#include "model/config.h"
+#include "model/infer.h"
+
+namespace fs = std::filesystem;
+using namespace zaya;
+
+namespace {
+
+struct Args {
+  std::string dir = "/tmp/zaya1_base_eval_bench", config = ZAYA_SOURCE_DIR "/configs/zaya1-base.toml";
+  bool keep = false, reuse = false;
+  int items = 3, context = 200, choices = 4, cont = 12, threads = 0;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) fail(k, " needs a value");
+      return argv[++i];
+    };
+    if (k == "--dir") a.dir = val();
+    else if (k == "--config") a.config = val();
+    else if (k == "--keep") a.keep = true;
+    else if (k == "--reuse") a.reuse = a.keep = true;
+    else if (k == "--items") a.items = std::atoi(val().c_str());
+    else if (k == "--context") a.context = std::atoi(val().c_str());
+    else if (k == "--choices") a.choices = std::atoi(val().c_str());
+    else if (k == "--cont") a.cont = std::atoi(val().c_str());
+    else if (k == "--threads") a.threads = std::atoi(val().c_str());
+    else fail("unknown option ", k, " (see the comment at the top of bench/eval_zaya1_base.cpp)");
+  }
+  ZAYA_CHECK(a.items > 0 && a.context > 1 && a.choices > 1 && a.cont > 1, "--items, --context, --choices, --cont: positive");
+  return a;
+}
+
+struct Item {
+  std::vector<int32_t> ctx;
+  std::vector<std::vector<int32_t>> conts;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args a = parse(argc, argv);
+    if (a.threads > 0) omp_set_num_threads(a.threads);
+    const ModelConfig cfg = load_model_config(a.config);
+    std::printf("model %s, %d threads, bf16 kernel %s\n", cfg.name.c_str(), omp_get_max_threads(), linear_bf16_kernel());
+    if (!(a.reuse && fs::exists(fs::path(a.dir) / "config.json"))) {
+      Timer tw;
+      const uint64_t bytes = write_random_hf_bf16(a.dir, cfg, 1, size_t(1) << 30);
+      std::printf("wrote %s: %.2f GB in %.1f s\n", a.dir.c_str(), bytes / 1e9, tw.seconds());
+    }
+    Timer tl;
+    InferModel model(cfg, open_hf_weights(a.dir));
+    std::printf("load: %.2f s (%.2f GB mapped)\n", tl.seconds(), model.stored_bytes() / 1e9);
+    // Items: a context of --context tokens, --choices continuations of --cont +- 4 tokens.
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> tok(3, std::min(cfg.vocab_size, 200000) - 1);
+    std::uniform_int_distribution<int> len(a.cont - std::min(4, a.cont - 2), a.cont + 4);
+    std::vector<Item> items(size_t(a.items) + 1);  // the first one warms up
+    int max_len = 0, cont_tokens = 0;
+    for (Item& it : items) {
+      for (int t = 0; t < a.context; ++t) it.ctx.push_back(tok(rng));
+      for (int c = 0; c < a.choices; ++c) {
+        it.conts.emplace_back(size_t(len(rng)));
+        for (int32_t& t : it.conts.back()) t = tok(rng);
+        max_len = std::max(max_len, a.context + int(it.conts.back().size()));
+        if (&it != &items[0]) cont_tokens += int(it.conts.back().size());
+      }
+    }
+    const int requests = a.items * a.choices;
+    // Prefill rate: the context alone through the decoder (the engine's context path).
+    {
+      InferDecoder d(model, 1, a.context);
+      d.feed(items[0].ctx.data(), a.context);  // warm-up: pages, oneDNN primitives
+    }
+    double prefill_s = 0;
+    for (int i = 1; i <= a.items; ++i) {
+      InferDecoder d(model, 1, a.context);
+      Timer t;
+      d.feed(items[size_t(i)].ctx.data(), a.context);
+      prefill_s += t.seconds();
+    }
+    const double prefill_tps = double(a.items) * a.context / prefill_s;
+    std::printf("prefill: %.1f tokens/s (%d-token contexts, batch 1)\n", prefill_tps, a.context);
+    auto run = [&](const char* name, int batch, bool shared) {
+      eval::Engine e(model, batch, max_len);
+      auto score_item = [&](const Item& it) {
+        if (shared) return (void)e.score(it.ctx, it.conts);
+        for (const auto& c : it.conts) e.score(it.ctx, {c});  // the context again for every choice
+      };
+      score_item(items[0]);
+      Timer t;
+      for (int i = 1; i <= a.items; ++i) score_item(items[size_t(i)]);
+      const double s = t.seconds(), rps = requests / s;
+      const uint64_t fed = e.stats().context_tokens - uint64_t(a.context) * (shared ? 1 : a.choices);
+      std::printf("%-40s %7.3f requests/s  %7.1f tokens/s fed  (%llu context tokens for %d requests)\n", name, rps,
+                  double(fed + uint64_t(cont_tokens)) / s, (unsigned long long)fed, requests);
+      return rps;
+    };
+    const double shared4 = run("context once per item, choices as 4 rows", a.choices, true);
+    const double shared1 = run("context once per item, choices one by one", 1, true);
+    const double apart = run("context once per choice (no sharing)", 1, false);
+    // What the prefill rate alone allows: every request a context + continuation prefill,
+    // or one context per item plus the continuations.
+    const double per_item_tokens = a.context + double(cont_tokens) / a.items;
+    std::printf("prefill-rate bound, no sharing:   %7.3f requests/s\n",
+                prefill_tps / (a.context + double(cont_tokens) / requests));
+    std::printf("prefill-rate bound, shared:       %7.3f requests/s\n", prefill_tps * a.choices / per_item_tokens);
+    std::printf("sharing ratio (once per item / once per choice): %.2fx at batch %d, %.2fx at batch 1\n",
+                shared4 / apart, a.choices, shared1 / apart);
+    if (!a.keep) {
+      fs::remove_all(a.dir);
+      std::printf("removed %s\n", a.dir.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_eval_zaya1_base: error: %s\n", e.what());
+    return 1;
+  }
+}
