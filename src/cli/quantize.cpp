@@ -1,4 +1,4 @@
-// zaya quantize SRC DST --type q8_0|q4_0|q4_k [--keep NAMES] [--force]: an HF ZAYA directory
+// zaya quantize SRC DST --type q8_0|q4_0|q4_k [--keep NAMES] [--tokenizer FILE] [--force]: an HF ZAYA directory
 // or a training checkpoint in, a quantized model directory out (config.json, model.gguf,
 // the tokenizer), which generate / score / eval run memory-mapped (docs/infer.md).
 #include <cstdio>
@@ -11,7 +11,7 @@
 namespace {
 
 struct Args {
-  std::string src, dst, type;
+  std::string src, dst, type, tokenizer;
   std::vector<std::string> keep;
   bool force = false;
 };
@@ -23,6 +23,7 @@ void run(const Args& a) {
     zaya::fail("--type '", a.type, "': expected q8_0, q4_0 or q4_k");
   o.keep = a.keep;
   o.force = a.force;
+  o.tokenizer = a.tokenizer;
   const zaya::QuantizeSummary s = zaya::quantize_model(a.src, a.dst, o);
   for (const std::string& f : s.fallbacks) std::printf("fallback %s\n", f.c_str());
   std::printf("quantized %s to %s (%s): %zu tensors, %s -> %s (%.2fx smaller) in %.1f s, peak RSS %s\n", a.src.c_str(),
@@ -41,6 +42,7 @@ ZAYA_COMMAND("quantize", "Quantize a model to q8_0 / q4_0 / q4_k weights (a GGUF
   app.add_option("--keep", a->keep,
                  "tensors kept bf16, comma-separated: lm_head (the tied embedding) or any part of an HF name")
       ->delimiter(',');
+  app.add_option("--tokenizer", a->tokenizer, "tokenizer.json or SentencePiece .model (default: the source's own)");
   app.add_flag("--force", a->force, "replace DST if it exists");
   app.callback([a] { run(*a); });
 });

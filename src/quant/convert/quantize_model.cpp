@@ -153,7 +153,9 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
     tok_path = checkpoint_tokenizer(ck);
     config = cfg.to_hf_json();
   }
-  ZAYA_CHECK(!tok_path.empty(), src, ": no tokenizer (tokenizer.json / tokenizer.model) to travel with the model");
+  if (!o.tokenizer.empty()) tok_path = o.tokenizer;
+  if (tok_path.empty())  // a random-weight benchmark model has none
+    log_warn(src, ": no tokenizer (tokenizer.json / tokenizer.model; --tokenizer names one): the quantized model has none");
   if (fs::exists(dst) && !(fs::is_directory(dst) && fs::is_empty(dst)) && !o.force)
     fail(dst, ": exists (pass --force to replace it)");
 
@@ -209,7 +211,7 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
   w.kv_string("zaya.quantize.type", quant::qtype_name(uint32_t(o.type)));
   w.kv_strings("zaya.quantize.fallbacks", sum.fallbacks);
   w.kv_strings("zaya.quantize.keep", o.keep);
-  tokenizer_metadata(w, tok_path);
+  if (!tok_path.empty()) tokenizer_metadata(w, tok_path);
   for (const Item& it : items) {
     std::vector<int64_t> ne(it.p->shape.rbegin(), it.p->shape.rend());
     sum.dst_bytes += w.add_tensor(quant::gguf_name_from_hf(it.p->name), ne, it.type);
@@ -266,7 +268,8 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
                                    {"file", "model.gguf"}};
   const std::string cs = config.dump(2);
   write_file_atomic((tmp / "config.json").string(), cs.data(), cs.size());
-  for (const auto& [from, name] : tokenizer_files(tok_path)) fs::copy_file(from, tmp / name);
+  if (!tok_path.empty())
+    for (const auto& [from, name] : tokenizer_files(tok_path)) fs::copy_file(from, tmp / name);
   if (fs::exists(out)) fs::remove_all(out);
   fs::rename(tmp, out);
   sum.tensors = items.size();

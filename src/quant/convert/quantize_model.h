@@ -24,6 +24,7 @@ struct QuantizeOptions {
   // Tensors kept bf16: "lm_head" / "embed" / "token_embd" name the tied embedding; any other
   // entry keeps every tensor whose HF name contains it (e.g. "o_proj", "layers.3.").
   std::vector<std::string> keep;
+  std::string tokenizer;  // overrides the source's own (tokenizer.json or a SentencePiece .model)
   bool force = false;     // replace an existing DST
   bool progress = true;   // a line every few seconds
 };
