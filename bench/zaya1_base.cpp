@@ -6,6 +6,13 @@
 //   bench_zaya1_base [--dir D] [--keep] [--reuse] [--triad-gbs G] [--config TOML]
 //                    [--prompt N] [--steps N] [--batch N] [--threads N]
 // Without --triad-gbs it runs STREAM triad (as `zaya bench mem`) on this machine first.
+//
+// --quant q8_0|q4_0|q4_k: quantized weights against bf16 in one run (bench/zaya1_base_quant.h):
+// quantizes the bf16 directory into DIR-TYPE (reused with --reuse), then decodes batch 1 on
+// bf16 and on the quantized model one after the other (tokens/s, weight bytes per token,
+// roofline ratio of each against the triad measured around it, speed-up), the peak RSS of
+// each, the logit and log-prob errors of the quantized model against bf16, and whether each
+// runs under a 16 GB address-space limit (a child process with RLIMIT_AS = 16 GiB).
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +31,7 @@
 #include "core/timer.h"
 #include "kernels/linear_bf16.h"
 #include "model/infer.h"
+#include "zaya1_base_quant.h"
 
 namespace fs = std::filesystem;
 using namespace zaya;
@@ -32,6 +40,8 @@ namespace {
 
 struct Args {
   std::string dir = "/tmp/zaya1_base_bench", config = ZAYA_SOURCE_DIR "/configs/zaya1-base.toml";
+  std::string quant, limit_child;  // --quant TYPE; --limit-child DIR (internal: the 16 GB test)
+  std::string kv = "bf16";
   bool keep = false, reuse = false;
   double triad_gbs = 0;
   int prompt = 512, steps = 16, batch = 8, threads = 0;
@@ -54,6 +64,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--steps") a.steps = std::atoi(val().c_str());
     else if (k == "--batch") a.batch = std::atoi(val().c_str());
     else if (k == "--threads") a.threads = std::atoi(val().c_str());
+    else if (k == "--quant") a.quant = val();
+    else if (k == "--kv") a.kv = val();
+    else if (k == "--limit-child") a.limit_child = val();
     else fail("unknown option ", k, " (see the comment at the top of bench/zaya1_base.cpp)");
   }
   ZAYA_CHECK(a.prompt > 0 && a.steps > 0 && a.batch > 0, "--prompt, --steps and --batch must be positive");
@@ -107,6 +120,7 @@ int main(int argc, char** argv) {
     if (a.threads > 0) omp_set_num_threads(a.threads);
     const int threads = omp_get_max_threads();
     const ModelConfig cfg = load_model_config(a.config);
+    if (!a.limit_child.empty()) return limit_child(a.limit_child, cfg, a.kv == "fp32");
     std::printf("model %s, %d threads, bf16 kernel %s\n", cfg.name.c_str(), threads, linear_bf16_kernel());
     const double triad = a.triad_gbs > 0 ? a.triad_gbs : triad_gbs(threads);
     std::printf("STREAM triad %.2f GB/s%s\n", triad, a.triad_gbs > 0 ? " (given)" : " (measured now)");
@@ -114,6 +128,15 @@ int main(int argc, char** argv) {
       Timer tw;
       const uint64_t bytes = write_random_hf_bf16(a.dir, cfg, 1, size_t(1) << 30);
       std::printf("wrote %s: %.2f GB in %.1f s\n", a.dir.c_str(), bytes / 1e9, tw.seconds());
+    }
+    if (!a.quant.empty()) {
+      QuantBenchArgs q{a.dir, a.quant, a.kv == "fp32", a.reuse, a.prompt, a.steps, threads, a.triad_gbs, triad};
+      run_quant_bench(q, cfg);
+      if (!a.keep) {
+        fs::remove_all(a.dir);
+        std::printf("removed %s\n", a.dir.c_str());
+      }
+      return 0;
     }
     reset_peak_rss();
     const size_t rss0 = current_rss_bytes();

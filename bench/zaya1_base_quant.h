@@ -69,7 +69,7 @@ inline ModelRun run_model(const std::string& name, const std::string& dir, const
   r.load_s = tl.seconds();
   r.file_bytes = model.stored_bytes();
   const int V = cfg.vocab_size;
-  const KvCacheDType kv = a.kv_fp32 ? KvCacheDType::F32 : KvCacheDType::BF16;
+  const KvCacheDType kv = a.kv_fp32 ? KvCacheDType::F32 : KvCacheDType::BF16;  // bf16 for both models
   {
     InferDecoder dec(model, 1, a.prompt + a.steps + 4, kv);
     const auto p = random_ids(a.prompt, V, 1);

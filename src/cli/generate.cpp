@@ -1,7 +1,8 @@
 // zaya generate --ckpt DIR --prompt "..." [--temperature T] [--top-k K] [--top-p P] [--seed S]
-//               [--max-tokens N] [--tokenizer MODEL]: sample a continuation with the
-// incremental decoder (prefill, then one token at a time), streaming the text.
-// DIR: a training checkpoint (step dir, its root, or the run dir) or an HF directory.
+//               [--max-tokens N] [--tokenizer MODEL] [--kv bf16|fp32]: sample a continuation
+// with the incremental decoder (prefill, then one token at a time), streaming the text.
+// DIR: a training checkpoint (step dir, its root, or the run dir), an HF directory, or a
+// quantized directory (zaya quantize), whose weights are used in place.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +31,7 @@ struct GenArgs {
   uint64_t seed = 1;
   bool no_prefix = false;
   bool fp32 = false;  // HF bf16 weights: load an fp32 copy instead of using them in place
+  std::string kv = "bf16";  // the in-place decoder's KV cache
 };
 
 // Temperature, then top-k, then top-p (nucleus) over the survivors; temperature 0: argmax.
@@ -65,6 +67,8 @@ void run(const GenArgs& a) {
   std::unique_ptr<zaya::InferModel> inplace;  // bf16 HF weights, memory-mapped
   std::string tok_path = a.tokenizer;
   if (fs::exists(fs::path(a.ckpt) / "config.json")) {  // an HF directory
+    if (a.fp32 && zaya::is_gguf_model_dir(a.ckpt))
+      zaya::fail(a.ckpt, ": a quantized directory runs in place only (--fp32 reads bf16/fp32 safetensors)");
     if (!a.fp32 && zaya::hf_weights_are_bf16(a.ckpt)) {
       inplace = std::make_unique<zaya::InferModel>(zaya::load_model_config(a.ckpt), zaya::open_hf_weights(a.ckpt));
     } else {
@@ -101,7 +105,8 @@ void run(const GenArgs& a) {
   std::unique_ptr<zaya::Decoder<float>> dec32;
   std::unique_ptr<zaya::InferDecoder> dec16;
   if (inplace)
-    dec16 = std::make_unique<zaya::InferDecoder>(*inplace, 1, max_len);
+    dec16 = std::make_unique<zaya::InferDecoder>(*inplace, 1, max_len,
+                                                 a.kv == "fp32" ? zaya::KvCacheDType::F32 : zaya::KvCacheDType::BF16);
   else
     dec32 = std::make_unique<zaya::Decoder<float>>(*model, 1, max_len);
   auto feed = [&](const int32_t* t, int n) { return dec16 ? dec16->feed(t, n) : dec32->feed(t, n); };
@@ -166,5 +171,8 @@ ZAYA_COMMAND("generate", "Sample text from a checkpoint (temperature, top-k, top
                app.add_flag("--no-prefix,--no-eos-prefix", a->no_prefix,
                             "do not start the context with the document prefix (EOS, or a tokenizer.json's BOS)");
                app.add_flag("--fp32", a->fp32, "HF dir with bf16 weights: load an fp32 copy (default: use them in place)");
+               app.add_option("--kv", a->kv, "KV cache of the in-place decoder: bf16 (half the bytes) or fp32 (checks)")
+                   ->capture_default_str()
+                   ->check(CLI::IsMember({"bf16", "fp32"}));
                app.callback([a] { run(*a); });
              });

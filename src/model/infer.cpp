@@ -10,15 +10,23 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/attention.h"
+#include "kernels/attention_quant.h"
 #include "kernels/conv.h"
 #include "kernels/gemm.h"
 #include "kernels/linear_bf16.h"
+#include "kernels/linear_quant.h"
 #include "kernels/norm.h"
 
 namespace zaya {
 
+void Linear::row(int r, float* out) const {
+  quant::dequantize_row(weight_qtype(dtype), static_cast<const uint8_t*>(w) + size_t(r) * row_bytes(), out, K);
+}
+
 void Linear::apply(float* y, int ldy, const float* x, int ldx, int M, float beta) const {
-  if (dtype == WeightDType::BF16)
+  if (dtype != WeightDType::BF16 && dtype != WeightDType::F32)
+    linear_quant(weight_qtype(dtype), y, ldy, x, ldx, w, M, N, K, beta);
+  else if (dtype == WeightDType::BF16)
     linear_bf16(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta);
   else
     gemm(Trans::N, Trans::T, M, N, K, 1.f, x, ldx, static_cast<const float*>(w), K, beta, y, ldy);
@@ -27,6 +35,10 @@ void Linear::apply(float* y, int ldy, const float* x, int ldx, int M, float beta
 void Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta) const {
   if (dtype == WeightDType::BF16) {
     linear_bf16_team(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta);
+    return;
+  }
+  if (dtype != WeightDType::F32) {
+    linear_quant_team(weight_qtype(dtype), y, ldy, x, ldx, w, M, N, K, beta);
     return;
   }
   // fp32: each thread one slice of W's rows (BLAS runs single-threaded inside a region).
@@ -50,14 +62,10 @@ InferModel::InferModel(const ModelConfig& cfg, WeightStore store) : cfg_(cfg), s
   };
   auto to_f32 = [&](const WeightView& v) {
     std::vector<float> f(v.numel());
-    if (v.dtype == WeightDType::BF16)
-      for (size_t i = 0; i < f.size(); ++i) {
-        bf16 h;
-        std::memcpy(&h, static_cast<const uint8_t*>(v.data) + 2 * i, 2);
-        f[i] = from_bf16(h);
-      }
-    else
-      std::memcpy(f.data(), v.data, 4 * f.size());  // the view may be unaligned
+    const int64_t K = v.shape.empty() ? 1 : v.shape.back();
+    const size_t rows = f.size() / size_t(K), rb = v.bytes() / rows;
+    for (size_t r = 0; r < rows; ++r)  // (the view may be unaligned: dequantize_row copies)
+      quant::dequantize_row(weight_qtype(v.dtype), static_cast<const uint8_t*>(v.data) + r * rb, &f[r * size_t(K)], K);
     small_.push_back(std::move(f));
     return small_.back().data();
   };
@@ -80,6 +88,10 @@ InferModel::InferModel(const ModelConfig& cfg, WeightStore store) : cfg_(cfg), s
       const CcaOffsets& o = so.cca;
       s.a = Attn{mat(o.wq), mat(o.wk), mat(o.wv1), mat(o.wv2), mat(o.wo), mat(o.conv1_w), vec(o.conv0_w), vec(o.conv0_b),
                  vec(o.conv1_b), vec(o.temp)};
+      // The grouped conv is split into per-group products by element offsets (attention()).
+      if (s.a.conv1.dtype != WeightDType::BF16 && s.a.conv1.dtype != WeightDType::F32)
+        fail(store_.origin, ": conv weights of sub-layer ", n, " are ", weight_dtype_name(s.a.conv1.dtype),
+             "; they must be bf16 or f32");
     } else {
       const RouterOffsets& r = so.moe.router;
       s.m.down = mat(r.down_w);
@@ -122,8 +134,10 @@ uint64_t InferModel::stored_bytes() const {
 
 // ---------------------------------------------------------------- decoder
 
-InferDecoder::InferDecoder(const InferModel& m, int batch, int max_len) : m_(m), batch_(batch), max_len_(max_len) {
+InferDecoder::InferDecoder(const InferModel& m, int batch, int max_len, KvCacheDType kv)
+    : m_(m), batch_(batch), max_len_(max_len) {
   ZAYA_CHECK(batch > 0 && max_len > 0, "decoder batch and length must be positive");
+  kv16_ = kv == KvCacheDType::BF16 || (kv == KvCacheDType::Auto && m.embed.dtype != WeightDType::F32);
   ZAYA_CHECK(max_len <= m.cfg().max_position_embeddings, "decode length ", max_len,
              " exceeds max_position_embeddings ", m.cfg().max_position_embeddings);
   reset();
@@ -132,9 +146,20 @@ InferDecoder::InferDecoder(const InferModel& m, int batch, int max_len) : m_(m),
 }
 
 void InferDecoder::reset() {
-  state_.cca.resize(size_t(m_.cfg().num_layers));
-  for (auto& c : state_.cca) c.init(m_.cfg(), batch_, max_len_);
+  const ModelConfig& c = m_.cfg();
+  state_.cca.resize(size_t(c.num_layers));
+  for (auto& cc : state_.cca) cc.init(c, batch_, max_len_);
   state_.len = 0;
+  if (kv16_) {  // K and V live in kv16c_: the fp32 arrays go
+    kv16c_.resize(state_.cca.size());
+    const size_t n = size_t(batch_) * c.num_kv_heads * max_len_ * c.head_dim;
+    for (size_t li = 0; li < state_.cca.size(); ++li) {
+      std::vector<float>().swap(state_.cca[li].k_BGSd);
+      std::vector<float>().swap(state_.cca[li].v_BGSd);
+      kv16c_[li].k.assign(n, bf16{0});
+      kv16c_[li].v.assign(n, bf16{0});
+    }
+  }
 }
 
 void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta, bool sync) {
@@ -237,17 +262,36 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
     w.apply(&conv_[size_t(b) * Tr * C + size_t(g) * hd], C, &ytap_[size_t(b) * n * G * HK + size_t(g) * HK], G * HK, n);
   });
   count_read(a.conv1);
-  serial([&] { attention_core(a, cache, n); });
+  serial([&] { attention_core(a, li, n); });
   // 7. attention over the cache: (batch row, KV head) pairs split over the team.
   const AttnShape& as = attn_shape_;
-  if (team_)
+  float* sc = scratch_.data();
+  if (kv16_) {
+    const bf16* k16 = kv16c_[size_t(li)].k.data();
+    const bf16* v16 = kv16c_[size_t(li)].v.data();
+    if (team_ || n <= kDirectAttnRows) {
+      split(B * as.Hk, [&](int bg) {
+        attention_group_kv_bf16(attn_.data(), lse_.data(), qk_.data(), k16, v16, as, bg / as.Hk, bg % as.Hk,
+                                sc + size_t(omp_get_thread_num()) * as.scratch_per_thread());
+      });
+    } else {  // prefill: the cached rows widened to fp32, then the blocked fp32 kernel
+      kvw_.resize(2 * size_t(B) * as.Hk * as.Tk * hd);
+      float* kw = kvw_.data();
+      float* vw = kw + size_t(B) * as.Hk * as.Tk * hd;
+      widen_kv_bf16(kw, k16, B, as.Hk, max_len_, as.Tk, hd);
+      widen_kv_bf16(vw, v16, B, as.Hk, max_len_, as.Tk, hd);
+      AttnShape w = as;
+      w.kv_batch_rows = as.Tk;
+      attention_forward(attn_.data(), lse_.data(), qk_.data(), kw, vw, w, sc);
+    }
+  } else if (team_) {
     split(B * as.Hk, [&](int bg) {
       attention_forward_group(attn_.data(), lse_.data(), qk_.data(), cache.k_BGSd.data(), cache.v_BGSd.data(), as,
-                              bg / as.Hk, bg % as.Hk, &scratch_[size_t(omp_get_thread_num()) * as.scratch_per_thread()]);
+                              bg / as.Hk, bg % as.Hk, sc + size_t(omp_get_thread_num()) * as.scratch_per_thread());
     });
-  else
-    attention_forward(attn_.data(), lse_.data(), qk_.data(), cache.k_BGSd.data(), cache.v_BGSd.data(), as,
-                      scratch_.data());
+  } else {
+    attention_forward(attn_.data(), lse_.data(), qk_.data(), cache.k_BGSd.data(), cache.v_BGSd.data(), as, sc);
+  }
   // 8. o_proj.
   lin(a.o, h_.data(), D, attn_.data(), QD, N);
 }
@@ -264,9 +308,34 @@ void InferDecoder::split(int count, F&& f) {
 #pragma omp barrier
 }
 
-// Between the products: the conv's bias, q-k mean, L2 norms, RoPE, the cache append.
-void InferDecoder::attention_core(const InferModel::Attn& a, CcaCache<float>& cache, int n) {
+void InferDecoder::append_kv16(int li, const float* k_new, const float* v, const float* p, const float* x, int n) {
   const ModelConfig& c = m_.cfg();
+  CcaCache<float>& cache = state_.cca[size_t(li)];
+  Kv16& kv = kv16c_[size_t(li)];
+  const int KD = c.num_kv_heads * c.head_dim, C = c.conv_channels(), P = c.conv_pad(), D = c.hidden_size;
+  const size_t hd = size_t(c.head_dim);
+  for (int b = 0; b < batch_; ++b) {
+    for (int t = 0; t < n; ++t) {
+      const size_t row = size_t(b) * n + t;
+      for (int g = 0; g < c.num_kv_heads; ++g) {  // head-major: [B, Hk, capacity, hd]
+        const size_t at = ((size_t(b) * c.num_kv_heads + g) * size_t(max_len_) + cache.len + t) * hd;
+        convert_to_bf16(k_new + row * C + size_t(g) * hd, &kv.k[at], hd);
+        convert_to_bf16(v + row * KD + size_t(g) * hd, &kv.v[at], hd);
+      }
+    }
+    // New tail = the last P rows of (old tail ++ this chunk's p); x_prev = the last x.
+    std::vector<float> joined(size_t(P + n) * C);
+    std::memcpy(joined.data(), &cache.p_tail_BPC[size_t(b) * P * C], sizeof(float) * P * C);
+    std::memcpy(joined.data() + size_t(P) * C, p + size_t(b) * n * C, sizeof(float) * n * C);
+    std::memcpy(&cache.p_tail_BPC[size_t(b) * P * C], joined.data() + size_t(n) * C, sizeof(float) * P * C);
+    std::memcpy(&cache.x_prev_BD[size_t(b) * D], x + (size_t(b) * n + n - 1) * D, sizeof(float) * D);
+  }
+}
+
+// Between the products: the conv's bias, q-k mean, L2 norms, RoPE, the cache append.
+void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n) {
+  const ModelConfig& c = m_.cfg();
+  CcaCache<float>& cache = state_.cca[size_t(li)];
   const int B = batch_, N = B * n, hd = c.head_dim, Hq = c.num_q_heads, Hk = c.num_kv_heads;
   const int QD = Hq * hd, C = c.conv_channels(), Tr = n + c.conv_kernel1 - 1;
   const CcaDims d{B, n, cache.len};
@@ -286,7 +355,10 @@ void InferDecoder::attention_core(const InferModel::Attn& a, CcaCache<float>& ca
   l2norm_forward(qk + QD, norms_.data() + size_t(N) * Hq, qkpre_.data() + QD, a.temp, N, Hk, hd, C);
   rope_forward(qk, m_.rope, N, n, d.pos0, Hq, hd, C);
   rope_forward(qk + QD, m_.rope, N, n, d.pos0, Hk, hd, C);
-  cca_cache_append(cache, c, d, qk + QD, v_.data(), p, x_.data());
+  if (kv16_)
+    append_kv16(li, qk + QD, v_.data(), p, x_.data(), n);
+  else
+    cca_cache_append(cache, c, d, qk + QD, v_.data(), p, x_.data());
   attn_shape_ = cache.attn_shape(c, n);
   const size_t need = attn_shape_.scratch_elems(omp_get_max_threads());
   if (scratch_.size() < need) scratch_.assign(need, 0.f);
@@ -382,15 +454,8 @@ void InferDecoder::forward(const int32_t* tokens, int n, bool head) {
   reserve(N);
   bytes_ = 0;
   // Embedding rows (only the rows of these tokens are read).
-  const size_t esz = m_.embed.dtype == WeightDType::BF16 ? 2 : 4;
-  for (int i = 0; i < N; ++i) {
-    const uint8_t* row = static_cast<const uint8_t*>(m_.embed.w) + size_t(tokens[i]) * D * esz;
-    if (esz == 2)
-      convert_from_bf16(reinterpret_cast<const bf16*>(row), &h_[size_t(i) * D], size_t(D));
-    else
-      std::memcpy(&h_[size_t(i) * D], row, sizeof(float) * D);
-  }
-  bytes_ += uint64_t(N) * D * esz;
+  for (int i = 0; i < N; ++i) m_.embed.row(tokens[i], &h_[size_t(i) * D]);  // a quantized row: dequantized
+  bytes_ += uint64_t(N) * m_.embed.row_bytes();
   // Decode: one region for the whole token. Prefill: a region per product (compute-bound).
   if (N <= kTeamRows && omp_get_max_threads() > 1) {
     team_ = true;
@@ -474,6 +539,7 @@ void InferDecoder::feed_all_logits(const int32_t* tokens, int n, const std::func
 
 void InferDecoder::copy_rows_from(const InferDecoder& src, int row) {
   ZAYA_CHECK(&src.m_ == &m_, "copy_rows_from: decoders of different models");
+  ZAYA_CHECK(src.kv16_ == kv16_, "copy_rows_from: decoders with different KV cache types");
   ZAYA_CHECK(row >= 0 && row < src.batch_, "copy_rows_from: row ", row, " of a batch of ", src.batch_);
   const int len = src.state_.len;
   ZAYA_CHECK(len <= max_len_, "copy_rows_from: ", len, " positions exceed this decoder's ", max_len_);
@@ -489,8 +555,15 @@ void InferDecoder::copy_rows_from(const InferDecoder& src, int row) {
       for (int g = 0; g < c.num_kv_heads; ++g) {  // [B, Hk, capacity, hd]
         const size_t so = ((size_t(row) * c.num_kv_heads + g) * s.capacity) * hd;
         const size_t dof = ((size_t(b) * c.num_kv_heads + g) * d.capacity) * hd;
-        std::copy_n(&s.k_BGSd[so], size_t(len) * hd, &d.k_BGSd[dof]);
-        std::copy_n(&s.v_BGSd[so], size_t(len) * hd, &d.v_BGSd[dof]);
+        if (kv16_) {
+          const size_t so16 = ((size_t(row) * c.num_kv_heads + g) * size_t(src.max_len_)) * hd;
+          const size_t do16 = ((size_t(b) * c.num_kv_heads + g) * size_t(max_len_)) * hd;
+          std::copy_n(&src.kv16c_[li].k[so16], size_t(len) * hd, &kv16c_[li].k[do16]);
+          std::copy_n(&src.kv16c_[li].v[so16], size_t(len) * hd, &kv16c_[li].v[do16]);
+        } else {
+          std::copy_n(&s.k_BGSd[so], size_t(len) * hd, &d.k_BGSd[dof]);
+          std::copy_n(&s.v_BGSd[so], size_t(len) * hd, &d.v_BGSd[dof]);
+        }
       }
     }
     d.len = s.len;

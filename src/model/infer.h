@@ -1,7 +1,9 @@
 // In-place inference: prefill and incremental decode over weights read through views
-// (model/weights.h), so bf16 checkpoints are memory-mapped and used as stored, never
-// copied to fp32. The math is Decoder's (model/decode.h) with every matrix product a
-// linear over the stored dtype (bf16: kernels/linear_bf16.h); activations are fp32.
+// (model/weights.h), so bf16 checkpoints and quantized GGUF directories are memory-mapped
+// and used as stored, never copied to fp32. The math is Decoder's (model/decode.h) with every
+// matrix product a linear over the stored dtype (bf16: kernels/linear_bf16.h; q8_0, q4_0,
+// q4_k, q6_k: kernels/linear_quant.h); activations are fp32. The KV cache is bf16 by default
+// (fp32 for models given as fp32 views, or on request).
 // Only the experts a token is routed to are read; the rows of a batch share each weight
 // read (tokens routed to the same expert are one product).
 #pragma once
@@ -12,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernels/attention.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -23,7 +26,10 @@ struct Linear {
   WeightDType dtype = WeightDType::F32;
   const void* w = nullptr;
   int N = 0, K = 0;
-  size_t bytes() const { return size_t(N) * K * (dtype == WeightDType::BF16 ? 2 : 4); }
+  size_t bytes() const { return weight_bytes(dtype, size_t(N), K); }
+  size_t row_bytes() const { return weight_bytes(dtype, 1, K); }
+  // Row r (one token's embedding) as fp32: dequantized / widened from the stored type.
+  void row(int r, float* out) const;
   void apply(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
   // Inside a running OpenMP region, called by every thread: each computes a share of the
   // output rows (kernels/linear_bf16.h, linear_bf16_team). No barrier at the end.
@@ -69,9 +75,14 @@ class InferModel {
   std::vector<std::vector<float>> small_;  // fp32 copies of the small tensors
 };
 
+// The KV cache's element type. Auto: fp32 when the model's matrices are fp32 views (exact
+// checks against Decoder), bf16 otherwise.
+enum class KvCacheDType { Auto, BF16, F32 };
+
 class InferDecoder {
  public:
-  InferDecoder(const InferModel& m, int batch, int max_len);
+  InferDecoder(const InferModel& m, int batch, int max_len, KvCacheDType kv = KvCacheDType::Auto);
+  bool kv_bf16() const { return kv16_; }
   // tokens [batch, n]: prefill (n > 1) or one step (n = 1). Returns the logits of the last
   // position of every row, [batch, V] (valid until the next call).
   const float* feed(const int32_t* tokens_BN, int n);
@@ -98,7 +109,9 @@ class InferDecoder {
   void forward(const int32_t* tokens_BN, int n, bool head);
   void layers(int n, bool head);
   void attention(const InferModel::Attn& a, int li, int n);
-  void attention_core(const InferModel::Attn& a, CcaCache<float>& cache, int n);  // between the products
+  void attention_core(const InferModel::Attn& a, int li, int n);  // between the products
+  // The bf16 cache's append (cca_cache_append's, with K and V rounded to bf16).
+  void append_kv16(int li, const float* k_new, const float* v, const float* p, const float* x, int n);
   // f(i) for i < count, split over the team (or a parallel loop), then a barrier.
   template <class F>
   void split(int count, F&& f);
@@ -121,7 +134,11 @@ class InferDecoder {
 
   const InferModel& m_;
   int batch_, max_len_, cap_ = 0;
-  DecodeState<float> state_;
+  DecodeState<float> state_;  // with a bf16 cache: its tails and lengths, K and V in kv16_
+  bool kv16_ = true;
+  struct Kv16 { std::vector<bf16> k, v; };  // [B, Hk, max_len, hd] head-major
+  std::vector<Kv16> kv16c_;
+  std::vector<float> kvw_;  // prefill over the bf16 cache: K and V widened to fp32
   uint64_t bytes_ = 0;
   // Activations for up to cap_ rows.
   std::vector<float> res_, x_, h_, rstd_, xf_, last_, last_BV_;

@@ -1,0 +1,193 @@
+// Inference on quantized directories (zaya quantize, then model/infer.h): prefill +
+// incremental decode equals one pass over the same tokens; batched rows equal batch-1 rows;
+// the bf16 KV cache against fp32; the quantized logits near the bf16 model's; generate runs
+// a quantized directory and refuses --fp32 on it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "ckpt/hf.h"
+#include "ckpt/hf_mmap.h"
+#include "core/rng.h"
+#include "kernels/linear_quant.h"
+#include "model/infer.h"
+#include "quant/convert/quantize_model.h"
+#include "test_util.h"
+
+using namespace zaya;
+using quant::QType;
+
+namespace {
+
+ModelConfig cfg256() {
+  ModelConfig c = parse_model_config_toml(R"(
+name = "quant-infer-test"
+model_type = "zaya"
+hidden_size = 256
+vocab_size = 300
+num_attention_heads = 4
+cca_num_q_heads = 2
+num_query_groups_list = 1
+zaya_layers = ["a", 4, "a", 4]
+ffn_hidden_size_list = 512
+zaya_mlp_expansion = 16
+moe_router_topk = 2
+zaya_use_mod = true
+zaya_use_eda = true
+partial_rotary_factor = 0.5
+max_position_embeddings = 256
+)",
+                                          "quant-infer-test");
+  c.init_std = 0.05;
+  return c;
+}
+
+struct Dirs {
+  test_util::TempDir root{"quant_infer", "models"};
+  std::string bf16 = root / "bf16", q8 = root / "q8_0", q4k = root / "q4_k";
+  Dirs() {
+    Model<float> m(cfg256());
+    randomize_for_checks(m.layout, 11, m.params.data(), m.buffers.data());
+    save_hf_dir(bf16, m, DType::BF16, 0, false);
+    test_util::write_byte_tokenizer(bf16);
+    for (auto [t, d] : {std::pair{QType::Q8_0, q8}, std::pair{QType::Q4_K, q4k}}) {
+      QuantizeOptions o;
+      o.type = t;
+      o.progress = false;
+      quantize_model(bf16, d, o);
+    }
+  }
+};
+const Dirs& dirs() {
+  static Dirs d;
+  return d;
+}
+
+std::vector<int32_t> ids(int n, uint64_t seed) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  Philox r(seed, 1);
+  for (auto& x : v) x = int32_t(r.below(300));
+  return v;
+}
+
+// Logits of positions [P-1, T) by prefill of P tokens then single steps.
+std::vector<std::vector<float>> incremental(const InferModel& m, const std::vector<int32_t>& t, int P, KvCacheDType kv) {
+  InferDecoder d(m, 1, int(t.size()), kv);
+  std::vector<std::vector<float>> out;
+  const int V = m.cfg().vocab_size;
+  const float* z = d.feed(t.data(), P);
+  out.emplace_back(z, z + V);
+  for (size_t i = size_t(P); i < t.size(); ++i) {
+    z = d.feed(&t[i], 1);
+    out.emplace_back(z, z + V);
+  }
+  out.pop_back();  // the logits after the last token: no one-pass row to compare with
+  return out;
+}
+
+// The same positions from one pass over all tokens.
+std::vector<std::vector<float>> one_pass(const InferModel& m, const std::vector<int32_t>& t, int P, KvCacheDType kv) {
+  InferDecoder d(m, 1, int(t.size()), kv);
+  std::vector<std::vector<float>> out;
+  d.feed_all_logits(t.data(), int(t.size()) - 1, [&](int r, const float* z) {
+    if (r >= P - 1) out.emplace_back(z, z + m.cfg().vocab_size);
+  });
+  return out;
+}
+
+double rel_max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double d = 0, s = 1e-30;
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    for (size_t j = 0; j < a[i].size(); ++j)
+      d = std::max(d, double(std::fabs(a[i][j] - b[i][j]))), s = std::max(s, double(std::fabs(b[i][j])));
+  return d / s;
+}
+
+}  // namespace
+
+// With every product on the integer decode kernel (the bf16 prefill tiles off), the two
+// orders of work compute the same sums: equal up to float summation order. With the tiles
+// on, prefill rounds x to bf16 where decode quantizes it to int8: close, not equal.
+TEST(QuantInfer, PrefillPlusIncrementalEqualsOnePass) {
+  for (const std::string& dir : {dirs().q8, dirs().q4k}) {
+    InferModel m(load_model_config(dir), open_hf_weights(dir));
+    EXPECT_EQ(m.embed.dtype, dir == dirs().q8 ? WeightDType::Q8_0 : WeightDType::Q6_K);
+    const auto t = ids(48, 3);
+    for (KvCacheDType kv : {KvCacheDType::BF16, KvCacheDType::F32}) {
+      linear_quant_set_gemm_rows(0);
+      const double exact = rel_max_diff(incremental(m, t, 40, kv), one_pass(m, t, 40, kv));
+      linear_quant_set_gemm_rows(16);
+      const double tiles = rel_max_diff(incremental(m, t, 40, kv), one_pass(m, t, 40, kv));
+      EXPECT_LT(exact, 2e-5) << dir;
+      EXPECT_LT(tiles, 3e-2) << dir;
+    }
+  }
+}
+
+// Batched decode (the team path, rows sharing each weight read) gives each row what a
+// batch-1 decoder gives it.
+TEST(QuantInfer, BatchedRowsEqualSingleRows) {
+  InferModel m(load_model_config(dirs().q4k), open_hf_weights(dirs().q4k));
+  const int B = 3, P = 6, S = 4, V = 300;
+  const auto t = ids(B * (P + S), 8);
+  InferDecoder d(m, B, P + S);
+  std::vector<int32_t> pre(size_t(B) * P);
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < P; ++j) pre[size_t(b) * P + j] = t[size_t(b) * (P + S) + j];
+  std::vector<std::vector<float>> rows(B);
+  const float* z = d.feed(pre.data(), P);
+  for (int s = 0; s < S; ++s) {
+    std::vector<int32_t> step(B);
+    for (int b = 0; b < B; ++b) step[size_t(b)] = t[size_t(b) * (P + S) + P + s];
+    z = d.feed(step.data(), 1);
+  }
+  for (int b = 0; b < B; ++b) {
+    InferDecoder one(m, 1, P + S);
+    const float* y = one.feed(&t[size_t(b) * (P + S)], P);
+    for (int s = 0; s < S; ++s) y = one.feed(&t[size_t(b) * (P + S) + P + s], 1);
+    double diff = 0, scale = 1e-30;
+    for (int v = 0; v < V; ++v)
+      diff = std::max(diff, double(std::fabs(y[v] - z[size_t(b) * V + v]))), scale = std::max(scale, double(std::fabs(y[v])));
+    EXPECT_LT(diff / scale, 1e-5) << "row " << b;
+  }
+}
+
+// Against the bf16 model the quantized logits move by what the format costs: q8_0 a little,
+// q4_k more; the bf16 KV cache against fp32 by bf16 rounding of K and V.
+TEST(QuantInfer, CloseToBf16Model) {
+  InferModel b(load_model_config(dirs().bf16), open_hf_weights(dirs().bf16));
+  const auto t = ids(40, 5);
+  const auto ref = incremental(b, t, 32, KvCacheDType::F32);
+  const double kv = rel_max_diff(incremental(b, t, 32, KvCacheDType::BF16), ref);
+  EXPECT_LT(kv, 2e-2);
+  EXPECT_GT(kv, 0.0);  // a bf16 cache really is in use
+  double prev = 0;
+  for (const std::string& dir : {dirs().q8, dirs().q4k}) {
+    InferModel m(load_model_config(dir), open_hf_weights(dir));
+    const double d = rel_max_diff(incremental(m, t, 32, KvCacheDType::F32), ref);
+    std::printf("%s vs bf16: max |logit diff| / max |logit| = %.4f\n", dir.c_str(), d);
+    EXPECT_LT(d, dir == dirs().q8 ? 0.03 : 0.15) << dir;
+    EXPECT_GT(d, prev);  // q4_k further than q8_0
+    prev = d;
+  }
+}
+
+TEST(QuantInfer, GenerateRunsQuantizedDirectory) {
+  int st = 0;
+  const std::string out = test_util::command_output(
+      std::string(ZAYA_BIN) + " generate --ckpt " + dirs().q4k + " --prompt hi --max-tokens 5 --temperature 0 2>&1", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("generated"), std::string::npos) << out;
+  const std::string bad = test_util::command_output(
+      std::string(ZAYA_BIN) + " generate --ckpt " + dirs().q4k + " --prompt hi --fp32 2>&1", &st);
+  EXPECT_NE(st, 0);
+  EXPECT_NE(bad.find("runs in place only"), std::string::npos) << bad;
+  const std::string sc = test_util::command_output(
+      "printf '1 2 3 4 5 6 7 8' > " + dirs().root / "ids.txt" + " && " + std::string(ZAYA_BIN) + " score --model " +
+          dirs().q8 + " --ids " + dirs().root / "ids.txt" + " --json 2>&1",
+      &st);
+  EXPECT_EQ(st, 0) << sc;
+  EXPECT_NE(sc.find("\"perplexity\""), std::string::npos) << sc;
+}
