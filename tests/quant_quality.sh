@@ -26,7 +26,7 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$ZAYA" ckpt export-hf "$CKPT" "$T/bf16" --dtype bf16 > /dev/null
-for q in q8_0 q4_k; do "$ZAYA" quantize "$CKPT" "$T/$q" --type $q > "$T/$q.log"; grep -c fallback "$T/$q.log" | sed "s/^/$q fallbacks: /"; done
+for q in q8_0 q4_k; do "$ZAYA" quantize "$CKPT" "$T/$q" --type $q > "$T/$q.log"; echo "$q fallbacks: $(grep -c fallback "$T/$q.log" || true)"; done
 python3 - "$DATA/val_000.bin" "$WINDOW" "$TOKENS" "$T" <<'EOF'
 import struct, sys
 path, window, limit, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
