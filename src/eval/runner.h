@@ -44,11 +44,11 @@ struct TaskResult {
 
 // Scores one task.
 TaskResult run_task(const InferModel& m, const Tokenizer& tok, const Task& t, const RunOptions& o);
-// The named tasks (built-in names read data_dir; task files are loaded by the caller and
-// passed in `extra`). MMLU adds its group row after its subjects.
+// Every task in order; when MMLU subjects ran, their group row "mmlu" comes last.
 std::vector<TaskResult> run_tasks(const InferModel& m, const Tokenizer& tok, std::vector<Task> tasks,
                                   const RunOptions& o);
-// Built-in names and task files -> tasks (task files: their own names).
+// Built-in names (data in data_dir) and task files -> tasks; a name may be a task file's
+// `task`, and task files not named run too.
 std::vector<Task> resolve_tasks(const std::vector<std::string>& names, const std::string& data_dir,
                                 const std::vector<std::string>& task_files);
 
