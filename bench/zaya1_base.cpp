@@ -3,7 +3,7 @@
 // prefill tokens/s, decode tokens/s at batch 1 and 8, and the decode roofline ratio
 //   (weight bytes read per step / STREAM triad bandwidth) / measured time per step,
 // with the triad measured right before and after the batch-1 decode (their mean).
-//   bench_zaya1_base [--dir D] [--keep] [--reuse] [--triad-gbs G] [--config TOML]
+//   bench_zaya1_base [--dir D] [--keep] [--reuse] [--triad-gbs G] [--config TOML] [--kv bf16|fp32]
 //                    [--prompt N] [--steps N] [--batch N] [--threads N]
 // Without --triad-gbs it runs STREAM triad (as `zaya bench mem`) on this machine first.
 //
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
     const double read_gbs = bench::read_bandwidth_gbs(ranges, threads, 3);
     std::printf("read-only bandwidth over %.2f GB of the mapped weights: %.2f GB/s\n", covered / 1e9, read_gbs);
     {  // prefill at batch 1, then decode at batch 1
-      InferDecoder dec(model, 1, a.prompt + a.steps + 4);
+      InferDecoder dec(model, 1, a.prompt + a.steps + 4, a.kv == "fp32" ? KvCacheDType::F32 : KvCacheDType::BF16);
       auto p = ids(a.prompt, V, 1);
       Timer tp;
       const float* lg = dec.feed(p.data(), a.prompt);
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
                   (bytes - double(head.bytes())) / (per_tok - head_s) / 1e9);
     }
     {  // batched decode: `batch` prompts of 32 tokens, then steps
-      InferDecoder dec(model, a.batch, 32 + a.steps + 3);
+      InferDecoder dec(model, a.batch, 32 + a.steps + 3, a.kv == "fp32" ? KvCacheDType::F32 : KvCacheDType::BF16);
       auto p = ids(32 * a.batch, V, 2);
       const float* lg = dec.feed(p.data(), 32);
       auto [s, bytes] = decode(dec, lg, a.steps, V);
