@@ -60,6 +60,7 @@ class SafetensorsFile {
  private:
   template <class T>
   void read_impl(const std::string& name, T* dst, const std::vector<int64_t>& expect_shape) const;
+  void parse_header(const std::string& path);  // from the mapping: header, entries, index
   std::string path_;
   void* map_ = nullptr;
   size_t size_ = 0;
