@@ -5,11 +5,17 @@
 #include <cmath>
 #include <fstream>
 
+#include <omp.h>
+
+#include "ckpt/hf.h"
+#include "ckpt/hf_mmap.h"
 #include "eval/engine.h"
 #include "eval/metrics.h"
 #include "eval/runner.h"
 #include "eval/task.h"
 #include "model/config.h"
+#include "model/params.h"
+#include "quant/convert/quantize_model.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -212,4 +218,217 @@ TEST(EvalEngine, SharedContextMatchesSequence) {
   }
   EXPECT_EQ(e4.stats().contexts, 1u);  // the context was scored once for 5 continuations
   EXPECT_EQ(e4.stats().continuations, 5u);
+}
+
+// ---------------------------------------------------------------- rows at their own positions
+
+namespace {
+
+ModelConfig rows_cfg() {  // head dim 64, 4 query heads over 2 KV heads, 300 tokens
+  ModelConfig c = parse_model_config_toml(R"(
+name = "eval-rows-test"
+model_type = "zaya"
+hidden_size = 256
+vocab_size = 300
+num_attention_heads = 4
+cca_num_q_heads = 4
+num_query_groups_list = 2
+zaya_layers = ["a", 4, "a", 4]
+ffn_hidden_size_list = 512
+zaya_mlp_expansion = 16
+moe_router_topk = 2
+zaya_use_mod = true
+zaya_use_eda = true
+partial_rotary_factor = 0.5
+max_position_embeddings = 128
+)",
+                                          "eval-rows-test");
+  c.init_std = 0.05;
+  return c;
+}
+
+// The model three ways: fp32 views of a Model<float>, the same weights as a bf16 HF
+// directory used in place, and that directory quantized to q8_0.
+struct RowsModels {
+  test_util::TempDir root{"eval", "rows"};
+  ModelConfig cfg = rows_cfg();
+  Model<float> fp32{cfg};
+  std::unique_ptr<InferModel> f32, bf16, q8;
+  RowsModels() {
+    randomize_for_checks(fp32.layout, 5, fp32.params.data(), fp32.buffers.data());
+    f32 = std::make_unique<InferModel>(cfg, WeightStore::from_model(fp32));
+    save_hf_dir(root / "bf16", fp32, DType::BF16, 0, false);
+    bf16 = std::make_unique<InferModel>(cfg, open_hf_weights(root / "bf16"));
+    QuantizeOptions o;
+    o.progress = false;
+    quantize_model(root / "bf16", root / "q8_0", o);
+    q8 = std::make_unique<InferModel>(cfg, open_hf_weights(root / "q8_0"));
+  }
+};
+RowsModels& rows_models() {
+  static RowsModels m;
+  return m;
+}
+
+int32_t tok(int a, int b) { return int32_t((a * 131 + b * 37 + 11) % 300); }
+
+// Four contexts of different lengths, each prefilled once in a batch-1 decoder and copied
+// into its row of a batch-4 decoder whose rows first held a longer context (so a row that
+// read cache entries past its own length would see another sequence's); then two feeds of
+// n tokens per row. Each row's logits against a batch-1 decoder fed the same pieces:
+// the largest |difference| / the largest |logit|.
+double rows_vs_single(const InferModel& im, KvCacheDType kv, int n) {
+  const int V = im.cfg().vocab_size, cap = 64, B = 4;
+  const int lens[B] = {3, 17, 1, 9};
+  std::vector<std::vector<int32_t>> ctx(B), cont(B);
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < lens[b]; ++t) ctx[size_t(b)].push_back(tok(b, t));
+    for (int t = 0; t < 2 * n; ++t) cont[size_t(b)].push_back(tok(b + 7, t));
+  }
+  InferDecoder rows(im, B, cap, kv), one(im, 1, cap, kv);
+  std::vector<int32_t> stale(30);
+  for (int t = 0; t < 30; ++t) stale[size_t(t)] = tok(99, t);
+  one.feed(stale.data(), 30);
+  rows.copy_rows_from(one, 0);
+  for (int b : {2, 0, 3, 1}) {  // placement order does not matter
+    one.reset();
+    one.feed(ctx[size_t(b)].data(), lens[b]);
+    rows.copy_row_from(one, 0, b);
+  }
+  for (int b = 0; b < B; ++b) EXPECT_EQ(rows.pos(b), lens[b]);
+  EXPECT_EQ(rows.pos(), 17);
+  std::vector<float> got(size_t(B) * 2 * n * V), ref(got.size());
+  for (int k = 0; k < 2; ++k) {
+    std::vector<int32_t> t(size_t(B) * n);
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < n; ++j) t[size_t(b) * n + j] = cont[size_t(b)][size_t(k * n + j)];
+    rows.feed_all_logits(t.data(), n, [&](int r, const float* z) {
+      std::copy_n(z, V, &got[((size_t(r / n) * 2 + k) * n + r % n) * V]);
+    });
+  }
+  for (int b = 0; b < B; ++b) {
+    EXPECT_EQ(rows.pos(b), lens[b] + 2 * n);
+    // Reference: every row of a batch-4 decoder at row b's context (one position for all, the
+    // batched path), fed the same tokens: row b's products see as many rows as above.
+    InferDecoder d(im, B, cap, kv);
+    one.reset();
+    one.feed(ctx[size_t(b)].data(), lens[b]);
+    d.copy_rows_from(one, 0);
+    for (int k = 0; k < 2; ++k) {
+      std::vector<int32_t> t(size_t(B) * n);
+      for (int bb = 0; bb < B; ++bb)
+        for (int j = 0; j < n; ++j) t[size_t(bb) * n + j] = cont[size_t(bb)][size_t(k * n + j)];
+      d.feed_all_logits(t.data(), n, [&](int r, const float* z) {
+        if (r / n == b) std::copy_n(z, V, &ref[((size_t(b) * 2 + k) * n + r % n) * V]);
+      });
+    }
+  }
+  double diff = 0, scale = 1e-30;
+  for (size_t i = 0; i < got.size(); ++i)
+    diff = std::max(diff, double(std::fabs(got[i] - ref[i]))), scale = std::max(scale, double(std::fabs(ref[i])));
+  return diff / scale;
+}
+
+}  // namespace
+
+// Rows at different positions fed together give each row what it gets among rows at one position:
+// fp32 and bf16 caches, fp32 / bf16 / q8_0 weights, one token per feed (decode: the team and
+// the direct kernels), 6 (the team with more rows) and 12 (48 rows: the blocked kernel row
+// by row). The reference has the same rows at one position, so every product sees as many
+// rows (the kernels pick their path by row count) and only the positions differ. Measured:
+// 0 (bit-identical) for every case; the bound leaves room for an expert's row count that
+// crosses a kernel's threshold on another machine.
+TEST(InferRows, RowsAtOwnPositionsMatchSingleRows) {
+  const int threads = omp_get_max_threads();
+  RowsModels& m = rows_models();
+  // One thread: the direct kernel (1 per feed) and the blocked one (6, 12). Two: the decode
+  // team (up to 32 rows; its barriers are slow on a loaded machine, so bf16 weights only).
+  for (int nt : {1, 2}) {
+    omp_set_num_threads(nt);
+    for (auto [name, im] : {std::pair{"fp32", m.f32.get()}, std::pair{"bf16", m.bf16.get()}, std::pair{"q8_0", m.q8.get()}})
+      for (KvCacheDType kv : {KvCacheDType::F32, KvCacheDType::BF16})
+        for (int n : {1, 6, 12}) {
+          if (nt == 2 && (n == 12 || im != m.bf16.get())) continue;
+          const double d = rows_vs_single(*im, kv, n);
+          std::printf("%d thread(s), weights %s, kv %s, %d per feed: max |diff| / max |logit| = %.2e\n", nt, name,
+                      kv == KvCacheDType::F32 ? "fp32" : "bf16", n, d);
+          EXPECT_LT(d, 1e-5) << name << " n=" << n;
+        }
+  }
+  omp_set_num_threads(threads);
+}
+
+// The engine across requests: --batch 16 fills its rows with the continuations of several
+// requests (contexts of different lengths, 1 to 5 continuations of 1 to 9 tokens, one
+// request much longer than the others), against batch 1, with the fp32 cache (fp32 views)
+// and the bf16 cache (bf16 weights in place). Results come back in the caller's order (each
+// request also scored alone), every context is prefilled once, and rows of several requests
+// share each feed.
+TEST(EvalEngine, CrossRequestBatchesAgreeWithBatchOne) {
+  RowsModels& m = rows_models();
+  std::vector<std::vector<int32_t>> ctx;
+  std::vector<std::vector<std::vector<int32_t>>> conts;
+  size_t rows = 0;
+  for (int i = 0; i < 11; ++i) {
+    const int L = i == 5 ? 60 : 1 + (i * 7) % 19, nc = 1 + i % 5;
+    ctx.emplace_back();
+    for (int t = 0; t < L; ++t) ctx.back().push_back(tok(i, t));
+    conts.emplace_back();
+    for (int c = 0; c < nc; ++c) {
+      const int n = i == 5 ? 30 : 1 + (i + 3 * c) % 9;
+      conts.back().emplace_back();
+      for (int t = 0; t < n; ++t) conts.back().back().push_back(tok(i + 50, c * 10 + t));
+      rows += n > 1;
+    }
+  }
+  std::vector<ScoreRequest> reqs;
+  for (size_t i = 0; i < ctx.size(); ++i) reqs.push_back({&ctx[i], &conts[i]});
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);  // (the engine's order does not depend on threads; InferRows covers the team)
+  for (auto [name, im] : {std::pair{"fp32 weights and cache", m.f32.get()}, std::pair{"bf16 weights and cache", m.bf16.get()}}) {
+    Engine e1(*im, 1, 96), e16(*im, 16, 96);
+    const auto a = e1.score_many(reqs), b = e16.score_many(reqs);
+    ASSERT_EQ(a.size(), reqs.size());
+    ASSERT_EQ(b.size(), reqs.size());
+    double worst = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      Engine alone(*im, 1, 96);
+      const auto s = alone.score(ctx[i], conts[i]);
+      ASSERT_EQ(a[i].size(), conts[i].size());
+      ASSERT_EQ(b[i].size(), conts[i].size());
+      for (size_t c = 0; c < conts[i].size(); ++c) {
+        ASSERT_EQ(a[i][c].logprobs.size(), conts[i][c].size());
+        ASSERT_EQ(b[i][c].logprobs.size(), conts[i][c].size());
+        EXPECT_EQ(a[i][c].logprobs, s[c].logprobs) << name << " request " << i;  // batch 1: the bits
+        const double d = std::fabs(b[i][c].sum() - a[i][c].sum()) / std::max(1.0, std::fabs(a[i][c].sum()));
+        worst = std::max(worst, d);
+        // fp32: the products' summation order; bf16 weights: 16 rows or more take oneDNN's AMX
+        // product (activations rounded to bf16), fewer the own kernel.
+        EXPECT_LT(d, im == m.f32.get() ? 1e-6 : 1e-4) << name << " request " << i << " continuation " << c;
+        EXPECT_EQ(b[i][c].greedy, a[i][c].greedy) << name << " request " << i;
+      }
+    }
+    std::printf("%s: batch 16 vs batch 1, max relative difference of a loglikelihood %.2e\n", name, worst);
+    EXPECT_EQ(e16.stats().contexts, reqs.size());
+    EXPECT_EQ(e1.stats().waves, rows);
+    EXPECT_EQ(e16.stats().waves, (rows + 15) / 16);  // rows of several requests in each feed
+  }
+  omp_set_num_threads(threads);
+}
+
+// A wave closes when its longest context + longest continuation would pass the decoders'
+// length: here a 17-token context with short continuations meets a 3-token context with a
+// 16-token continuation (each fits max_len 18 alone, together they would need 33).
+TEST(EvalEngine, WaveStopsAtTheDecoderLength) {
+  RowsModels& m = rows_models();
+  std::vector<int32_t> c1(17, 5), c2(3, 9);
+  std::vector<std::vector<int32_t>> x1{{1, 2}, {3, 4}}, x2{std::vector<int32_t>(16, 7)};
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  Engine e1(*m.f32, 1, 18), e8(*m.f32, 8, 18);
+  const auto a = e1.score_many({{&c1, &x1}, {&c2, &x2}}), b = e8.score_many({{&c1, &x1}, {&c2, &x2}});
+  EXPECT_EQ(e8.stats().waves, 2u);
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t c = 0; c < a[i].size(); ++c) EXPECT_NEAR(b[i][c].sum(), a[i][c].sum(), 1e-6 * std::fabs(a[i][c].sum()));
+  omp_set_num_threads(threads);
 }

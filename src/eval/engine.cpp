@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
@@ -36,7 +37,12 @@ Engine::Engine(const InferModel& m, int batch, int max_len) : m_(m), batch_(batc
 
 InferDecoder& Engine::decoder(int batch) {
   auto& d = dec_[batch];
-  if (!d) d = std::make_unique<InferDecoder>(m_, batch, max_len_);
+  if (!d) {
+    // A short last wave gets its own size; keep at most that, batch 1 and batch_ (memory).
+    for (auto it = dec_.begin(); it != dec_.end();)
+      it = it->first != batch && it->first != 1 && it->first != batch_ ? dec_.erase(it) : std::next(it);
+    d = std::make_unique<InferDecoder>(m_, batch, max_len_);
+  }
   return *d;
 }
 
@@ -52,51 +58,112 @@ const float* Engine::prefill(InferDecoder& d, const std::vector<int32_t>& ctx) {
 
 std::vector<ContinuationScore> Engine::score(const std::vector<int32_t>& ctx,
                                              const std::vector<std::vector<int32_t>>& conts) {
+  return std::move(score_many({ScoreRequest{&ctx, &conts}})[0]);
+}
+
+std::vector<std::vector<ContinuationScore>> Engine::score_many(const std::vector<ScoreRequest>& reqs,
+                                                               const std::function<void(size_t)>& progress) {
   const int V = m_.cfg().vocab_size;
-  ZAYA_CHECK(!ctx.empty(), "scoring needs at least one context token");
-  for (const auto& c : conts) {
-    ZAYA_CHECK(!c.empty(), "an empty continuation");
-    ZAYA_CHECK(ctx.size() + c.size() - 1 <= size_t(max_len_), "context + continuation of ", ctx.size() + c.size(),
-               " tokens exceed ", max_len_);
+  auto longest = [&](size_t i) {
+    size_t m = 0;
+    for (const auto& c : *reqs[i].conts) m = std::max(m, c.size());
+    return m;
+  };
+  for (const ScoreRequest& r : reqs) {
+    ZAYA_CHECK(r.ctx && r.conts && !r.ctx->empty(), "scoring needs at least one context token");
+    for (const auto& c : *r.conts) {
+      ZAYA_CHECK(!c.empty(), "an empty continuation");
+      ZAYA_CHECK(r.ctx->size() + c.size() - 1 <= size_t(max_len_), "context + continuation of ",
+                 r.ctx->size() + c.size(), " tokens exceed ", max_len_);
+    }
   }
-  std::vector<ContinuationScore> out(conts.size());
+  std::vector<std::vector<ContinuationScore>> out(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) out[i].resize(reqs[i].conts->size());
+  // Longest first (lm-eval's order): memory problems show at once, and similar lengths meet.
+  std::vector<size_t> order(reqs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return reqs[a].ctx->size() + longest(a) > reqs[b].ctx->size() + longest(b);
+  });
+  // Rows: every continuation of more than one token (the first token of each is predicted by
+  // the context's last position), in that order; pending[k]: rows of order[k] still to run.
+  struct Row {
+    size_t k, cont;
+  };
+  std::vector<Row> rows;
+  std::vector<size_t> pending(reqs.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k)
+    for (size_t c = 0; c < reqs[order[k]].conts->size(); ++c)
+      if ((*reqs[order[k]].conts)[c].size() > 1) {
+        rows.push_back({k, c});
+        pending[k]++;
+      }
   if (!ctx_dec_) ctx_dec_ = std::make_unique<InferDecoder>(m_, 1, max_len_);
-  InferDecoder& d1 = *ctx_dec_;
-  const float* last = prefill(d1, ctx);
-  // The first token of every continuation is predicted by the context's last position.
-  for (size_t i = 0; i < conts.size(); ++i) {
-    bool g = false;
-    out[i].logprobs.push_back(token_logprob(last, V, conts[i][0], &g));
-    out[i].greedy = g;
-  }
-  for (size_t g0 = 0; g0 < conts.size(); g0 += size_t(batch_)) {
-    const int B = int(std::min(conts.size() - g0, size_t(batch_)));
-    size_t m = 0;  // positions to feed: each continuation but its last token
-    for (int b = 0; b < B; ++b) m = std::max(m, conts[g0 + b].size() - 1);
-    if (m == 0) continue;
-    InferDecoder& d = decoder(B);
-    d.copy_rows_from(d1, 0);
-    for (size_t c0 = 0; c0 < m; c0 += kChunk) {
-      const int w = int(std::min<size_t>(kChunk, m - c0));
-      std::vector<int32_t> tok(size_t(B) * w);
-      for (int b = 0; b < B; ++b) {
-        const auto& c = conts[g0 + b];
+  size_t prefilled = 0, done = 0;  // order[0, prefilled) have had their context run
+  auto prefill_to = [&](size_t k_end) {
+    for (; prefilled < k_end; ++prefilled) {
+      const size_t i = order[prefilled];
+      const float* last = prefill(*ctx_dec_, *reqs[i].ctx);
+      for (size_t c = 0; c < reqs[i].conts->size(); ++c) {
+        bool g = false;
+        out[i][c].logprobs.push_back(token_logprob(last, V, (*reqs[i].conts)[c][0], &g));
+        out[i][c].greedy = g;
+      }
+      if (pending[prefilled] == 0) done++;
+    }
+  };
+  for (size_t r0 = 0; r0 < rows.size();) {
+    // A wave: up to batch_ rows whose longest context + longest fed continuation fits.
+    size_t r1 = r0, max_ctx = 0, m = 0;
+    while (r1 < rows.size() && r1 - r0 < size_t(batch_)) {
+      const ScoreRequest& q = reqs[order[rows[r1].k]];
+      const size_t c = std::max(max_ctx, q.ctx->size()), w = std::max(m, (*q.conts)[rows[r1].cont].size() - 1);
+      if (r1 > r0 && c + w > size_t(max_len_)) break;
+      max_ctx = c;
+      m = w;
+      ++r1;
+    }
+    const int R = int(r1 - r0);
+    InferDecoder& d = decoder(R);
+    for (int b = 0; b < R; ++b) {
+      const size_t k = rows[r0 + size_t(b)].k;
+      if (k >= prefilled) prefill_to(k + 1);  // the context sits in ctx_dec_ until its rows are placed
+      d.copy_row_from(*ctx_dec_, 0, b);
+    }
+    const size_t chunk = size_t(std::min(kChunk, std::max(1, kFeedRows / R)));
+    for (size_t c0 = 0; c0 < m; c0 += chunk) {
+      const int w = int(std::min(chunk, m - c0));
+      std::vector<int32_t> tok(size_t(R) * w);
+      for (int b = 0; b < R; ++b) {
+        const auto& c = (*reqs[order[rows[r0 + size_t(b)].k]].conts)[rows[r0 + size_t(b)].cont];
         for (int j = 0; j < w; ++j)  // rows past their end repeat the last token (ignored)
           tok[size_t(b) * w + j] = c[std::min(c0 + j, c.size() - 1)];
       }
       d.feed_all_logits(tok.data(), w, [&](int r, const float* z) {
         const int b = r / w, j = r % w;
-        const auto& c = conts[g0 + b];
+        const Row& row = rows[r0 + size_t(b)];
+        const auto& c = (*reqs[order[row.k]].conts)[row.cont];
         const size_t t = c0 + j + 1;  // the token this position predicts
         if (t >= c.size()) return;
+        ContinuationScore& s = out[order[row.k]][row.cont];
         bool g = false;
-        out[g0 + b].logprobs.push_back(token_logprob(z, V, c[t], &g));
-        out[g0 + b].greedy = out[g0 + b].greedy && g;
+        s.logprobs.push_back(token_logprob(z, V, c[t], &g));
+        s.greedy = s.greedy && g;
       });
+      stats_.row_tokens += uint64_t(R) * w;
     }
+    stats_.waves++;
+    for (size_t r = r0; r < r1; ++r)
+      if (--pending[rows[r].k] == 0) done++;
+    r0 = r1;
+    if (progress) progress(done);
   }
-  for (const auto& c : conts) stats_.continuation_tokens += c.size();
-  stats_.continuations += conts.size();
+  prefill_to(order.size());
+  if (progress) progress(done);
+  for (const ScoreRequest& r : reqs) {
+    for (const auto& c : *r.conts) stats_.continuation_tokens += c.size();
+    stats_.continuations += r.conts->size();
+  }
   return out;
 }
 

@@ -1,8 +1,9 @@
 // The scoring engine behind `zaya eval` and `zaya score`: log-probabilities of continuations
 // after a context, through the in-place inference decoder (model/infer.h: bf16 weights as
-// stored, or fp32 views of a Model<float>). The context is prefilled once; its state is
-// copied into one decoder row per continuation, and the continuations run together as
-// rows. `zaya score` goes through the same calls, so its numbers and eval's agree to the bit.
+// stored, or fp32 views of a Model<float>). Requests run longest first; each context is
+// prefilled once (batch 1) and its state copied into one decoder row per continuation; the
+// rows of several requests (each at its own position) are fed together, up to `batch` rows.
+// `zaya score` goes through the same calls, so its numbers and eval's agree to the bit.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -26,6 +27,14 @@ struct ContinuationScore {
 struct EngineStats {
   uint64_t context_tokens = 0, continuation_tokens = 0, generated_tokens = 0;
   uint64_t contexts = 0, continuations = 0;
+  uint64_t waves = 0;       // groups of continuation rows fed together
+  uint64_t row_tokens = 0;  // positions fed as continuation rows, padding included
+};
+
+// One context and its continuations (pointers: the caller keeps them alive during the call).
+struct ScoreRequest {
+  const std::vector<int32_t>* ctx = nullptr;
+  const std::vector<std::vector<int32_t>>* conts = nullptr;
 };
 
 class Engine {
@@ -38,13 +47,22 @@ class Engine {
   // ctx (>= 1 token) then each continuation (>= 1 token): ctx + continuation - 1 <= max_len
   // positions (the last continuation token is a target only).
   std::vector<ContinuationScore> score(const std::vector<int32_t>& ctx, const std::vector<std::vector<int32_t>>& conts);
+  // Many requests together, results in the order of reqs. Requests run longest first
+  // (context + longest continuation, lm-eval's order); each context is prefilled once and its
+  // continuations take free rows, across requests, up to `batch` rows per feed (a wave). A
+  // wave's rows are padded to its longest continuation, and a row joins a wave only if the
+  // wave's longest context + longest continuation still fits max_len. progress(done) after
+  // each wave: the requests whose continuations are all scored.
+  std::vector<std::vector<ContinuationScore>> score_many(const std::vector<ScoreRequest>& reqs,
+                                                         const std::function<void(size_t)>& progress = {});
   // Greedy decoding after ctx: up to max_new tokens, stopping early when stop(generated)
   // says so (stop strings, EOS). ctx + max_new <= max_len.
   std::vector<int32_t> generate(const std::vector<int32_t>& ctx, int max_new,
                                 const std::function<bool(const std::vector<int32_t>&)>& stop);
   const EngineStats& stats() const { return stats_; }
 
-  static constexpr int kChunk = 512;  // positions per forward (activation memory)
+  static constexpr int kChunk = 512;      // positions per forward (activation memory)
+  static constexpr int kFeedRows = 2048;  // rows x positions per continuation feed, at most
 
  private:
   InferDecoder& decoder(int batch);

@@ -128,10 +128,6 @@ TaskResult run_task(const InferModel& m, const Tokenizer& tok, const Task& task_
     need = std::max(need, r.len() - 1);
   }
   Engine eng(m, o.batch, int(std::min<size_t>(need, size_t(P))));
-  // Longest first (lm-eval's order): memory problems show at once, and similar lengths meet.
-  std::vector<size_t> order(reqs.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return reqs[a].len() > reqs[b].len(); });
   auto last = std::chrono::steady_clock::now();
   const size_t total = t.type == OutputType::Generate ? items.size() : reqs.size();
   auto progress = [&](size_t done) {
@@ -142,10 +138,11 @@ TaskResult run_task(const InferModel& m, const Tokenizer& tok, const Task& task_
     std::fprintf(stderr, "[eval] %s: %zu/%zu %s, %.1f s\n", t.name.c_str(), done, total,
                  t.type == OutputType::Generate ? "generations" : "contexts", s);
   };
-  for (size_t k = 0; k < order.size(); ++k) {
-    Req& r = reqs[order[k]];
-    r.out = eng.score(r.ctx, r.conts);
-    progress(k + 1);
+  if (!reqs.empty()) {  // every request at once: the engine orders them (longest first) and batches across them
+    std::vector<ScoreRequest> sr;
+    for (const Req& r : reqs) sr.push_back({&r.ctx, &r.conts});
+    std::vector<std::vector<ContinuationScore>> res = eng.score_many(sr, progress);
+    for (size_t i = 0; i < reqs.size(); ++i) reqs[i].out = std::move(res[i]);
   }
   std::vector<std::string> gen_text(items.size());
   if (t.type == OutputType::Generate) {

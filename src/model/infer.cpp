@@ -150,6 +150,7 @@ void InferDecoder::reset() {
   state_.cca.resize(size_t(c.num_layers));
   for (auto& cc : state_.cca) cc.init(c, batch_, max_len_);
   state_.len = 0;
+  row_len_.assign(size_t(batch_), 0);
   if (kv16_) {  // K and V live in kv16c_: the fp32 arrays go
     kv16c_.resize(state_.cca.size());
     const size_t n = size_t(batch_) * c.num_kv_heads * max_len_ * c.head_dim;
@@ -266,7 +267,9 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
   // 7. attention over the cache: (batch row, KV head) pairs split over the team.
   const AttnShape& as = attn_shape_;
   float* sc = scratch_.data();
-  if (kv16_) {
+  if (ragged_) {
+    rows_attention(li, n);
+  } else if (kv16_) {
     const bf16* k16 = kv16c_[size_t(li)].k.data();
     const bf16* v16 = kv16c_[size_t(li)].v.data();
     if (team_ || n <= kDirectAttnRows) {
@@ -353,6 +356,7 @@ void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n) {
   float* qk = qk_.data();
   l2norm_forward(qk, norms_.data(), qkpre_.data(), (const float*)nullptr, N, Hq, hd, C);
   l2norm_forward(qk + QD, norms_.data() + size_t(N) * Hq, qkpre_.data() + QD, a.temp, N, Hk, hd, C);
+  if (ragged_) return rows_rope_append(li, n);
   rope_forward(qk, m_.rope, N, n, d.pos0, Hq, hd, C);
   rope_forward(qk + QD, m_.rope, N, n, d.pos0, Hk, hd, C);
   if (kv16_)
@@ -447,6 +451,8 @@ void InferDecoder::forward(const int32_t* tokens, int n, bool head) {
   const ModelConfig& c = m_.cfg();
   ZAYA_CHECK(n > 0, "feed() needs at least one token");
   ZAYA_CHECK(state_.len + n <= max_len_, "decoder is full: ", state_.len, " + ", n, " tokens exceed ", max_len_);
+  ragged_ = false;
+  for (int b = 1; b < batch_; ++b) ragged_ = ragged_ || row_len_[size_t(b)] != row_len_[0];
   const int N = batch_ * n, D = c.hidden_size, V = c.vocab_size;
   for (int i = 0; i < N; ++i)
     ZAYA_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id ", tokens[i], " at position ", i,
@@ -465,7 +471,9 @@ void InferDecoder::forward(const int32_t* tokens, int n, bool head) {
   } else {
     layers(n, head);
   }
+  for (int& l : row_len_) l += n;
   state_.len += n;
+  for (auto& cc : state_.cca) cc.len = state_.len;  // (the row-by-row path leaves it)
 }
 
 void InferDecoder::layers(int n, bool head) {
@@ -535,40 +543,6 @@ void InferDecoder::feed_all_logits(const int32_t* tokens, int n, const std::func
     lin(m_.embed, logits.data(), V, &xf_[size_t(r0) * D], D, m);
     for (int i = 0; i < m; ++i) f(r0 + i, &logits[size_t(i) * V]);
   }
-}
-
-void InferDecoder::copy_rows_from(const InferDecoder& src, int row) {
-  ZAYA_CHECK(&src.m_ == &m_, "copy_rows_from: decoders of different models");
-  ZAYA_CHECK(src.kv16_ == kv16_, "copy_rows_from: decoders with different KV cache types");
-  ZAYA_CHECK(row >= 0 && row < src.batch_, "copy_rows_from: row ", row, " of a batch of ", src.batch_);
-  const int len = src.state_.len;
-  ZAYA_CHECK(len <= max_len_, "copy_rows_from: ", len, " positions exceed this decoder's ", max_len_);
-  const ModelConfig& c = m_.cfg();
-  const size_t hd = size_t(c.head_dim);
-  for (size_t li = 0; li < state_.cca.size(); ++li) {
-    const CcaCache<float>& s = src.state_.cca[li];
-    CcaCache<float>& d = state_.cca[li];
-    const size_t pc = s.p_tail_BPC.size() / size_t(s.B), D = s.x_prev_BD.size() / size_t(s.B);
-    for (int b = 0; b < batch_; ++b) {
-      std::copy_n(&s.p_tail_BPC[row * pc], pc, &d.p_tail_BPC[b * pc]);
-      std::copy_n(&s.x_prev_BD[row * D], D, &d.x_prev_BD[b * D]);
-      for (int g = 0; g < c.num_kv_heads; ++g) {  // [B, Hk, capacity, hd]
-        const size_t so = ((size_t(row) * c.num_kv_heads + g) * s.capacity) * hd;
-        const size_t dof = ((size_t(b) * c.num_kv_heads + g) * d.capacity) * hd;
-        if (kv16_) {
-          const size_t so16 = ((size_t(row) * c.num_kv_heads + g) * size_t(src.max_len_)) * hd;
-          const size_t do16 = ((size_t(b) * c.num_kv_heads + g) * size_t(max_len_)) * hd;
-          std::copy_n(&src.kv16c_[li].k[so16], size_t(len) * hd, &kv16c_[li].k[do16]);
-          std::copy_n(&src.kv16c_[li].v[so16], size_t(len) * hd, &kv16c_[li].v[do16]);
-        } else {
-          std::copy_n(&s.k_BGSd[so], size_t(len) * hd, &d.k_BGSd[dof]);
-          std::copy_n(&s.v_BGSd[so], size_t(len) * hd, &d.v_BGSd[dof]);
-        }
-      }
-    }
-    d.len = s.len;
-  }
-  state_.len = len;
 }
 
 }  // namespace zaya

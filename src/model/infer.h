@@ -94,11 +94,18 @@ class InferDecoder {
   // The LM head runs over 32 rows at a time (scoring: zaya score and zaya eval).
   void feed_all_logits(const int32_t* tokens_BN, int n, const std::function<void(int, const float*)>& f);
   // Every row of this decoder continues from row `row` of src (same model): src's state for
-  // its first pos() positions is copied into each row (a context prefilled once, then
+  // its first pos(row) positions is copied into each row (a context prefilled once, then
   // several continuations of it as rows).
   void copy_rows_from(const InferDecoder& src, int row);
+  // Row dst_row continues from row src_row of src (same model and cache type); the other rows
+  // keep their state. Rows may then sit at different positions: every feed continues each row
+  // from its own position (its RoPE position, its cache entries, its conv tail), and a row
+  // attends to its own first pos(b) + j + 1 cache entries only. Rows at one position take
+  // the batched kernels; rows at different positions run attention row by row.
+  void copy_row_from(const InferDecoder& src, int src_row, int dst_row);
   void reset();
-  int pos() const { return state_.len; }
+  int pos() const { return state_.len; }  // the position of every row (rows apart: the furthest)
+  int pos(int row) const { return row_len_[size_t(row)]; }
   int batch() const { return batch_; }
   // Weight bytes the last feed() read (each matrix counted once, whatever the batch).
   uint64_t last_weight_bytes() const { return bytes_; }
@@ -110,6 +117,11 @@ class InferDecoder {
   void layers(int n, bool head);
   void attention(const InferModel::Attn& a, int li, int n);
   void attention_core(const InferModel::Attn& a, int li, int n);  // between the products
+  // Rows at different positions (infer_rows.cpp): RoPE and the cache append of each row at
+  // its own position; then the attention of each row over its own cache.
+  void rows_rope_append(int li, int n);
+  void rows_attention(int li, int n);
+  AttnShape row_shape(int b, int n) const;
   // The bf16 cache's append (cca_cache_append's, with K and V rounded to bf16).
   void append_kv16(int li, const float* k_new, const float* v, const float* p, const float* x, int n);
   // f(i) for i < count, split over the team (or a parallel loop), then a barrier.
@@ -135,6 +147,9 @@ class InferDecoder {
   const InferModel& m_;
   int batch_, max_len_, cap_ = 0;
   DecodeState<float> state_;  // with a bf16 cache: its tails and lengths, K and V in kv16_
+  std::vector<int> row_len_;  // each row's position (state_.len: the largest)
+  bool ragged_ = false;       // this forward's rows are at different positions
+  size_t row_scratch_ = 0;    // attention scratch per thread for the row-by-row path
   bool kv16_ = true;
   struct Kv16 { std::vector<bf16> k, v; };  // [B, Hk, max_len, hd] head-major
   std::vector<Kv16> kv16c_;
