@@ -5,7 +5,8 @@
 #  - a choice's loglikelihood in eval equals `zaya score --context N`'s sum over the same
 #    tokens to the bit (checkpoint, HF bf16 in place, HF --fp32);
 #  - a rolling document shorter than the context equals score over [prefix] + its tokens;
-#  - --batch 4 agrees with --batch 1 up to rounding;
+#  - --batch 4 and --batch 16 (rows of several documents in one feed, each at its own
+#    position) agree with --batch 1 up to rounding, samples in the same order;
 #  - bad task files and names: exit 1 and one line naming the file and the field.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +77,11 @@ echo "== the same on the HF directory (bf16 in place, the tokenizer given), and 
   --log-samples "$W/out/hf32.jsonl" --quiet >/dev/null || die "eval --model --fp32"
 "$ZAYA" eval --ckpt "$W/run" --tasks hellaswag,piqa --data-dir $D --batch 4 --log-samples "$W/out/b4.jsonl" --quiet \
   >/dev/null || die "eval --batch 4"
+"$ZAYA" eval --ckpt "$W/run" --tasks hellaswag,arc_easy,piqa,winogrande,lambada --data-dir $D --batch 16 \
+  --log-samples "$W/out/b16.jsonl" --quiet >/dev/null || die "eval --batch 16"
+"$ZAYA" eval --model "$W/hf16" --tokenizer "$TOK" --tasks hellaswag,winogrande,lambada,mmlu --data-dir $D \
+  --task-file $T/kjv_rolling.json --batch 16 --log-samples "$W/out/hf_b16.jsonl" --quiet >/dev/null ||
+  die "eval --model (bf16) --batch 16"
 
 echo "== results JSON, samples and score --context"
 python3 - "$ZAYA" "$W" "$TOK" <<'PY'
@@ -150,6 +156,23 @@ d = max(abs(a[0] - b[0]) / max(1, abs(b[0])) for s in map(json.loads, open(f"{W}
         for a, b in zip(s["resps"], b1[(s["task"], s["doc_id"])]["resps"]))
 print(f"--batch 4 vs --batch 1: max relative difference {d:.2e}")
 check(d < 1e-5, f"--batch 4 differs from --batch 1 by {d}")
+# --batch 16 against --batch 1: the same documents in the same order, the same requests,
+# log-likelihoods up to rounding (fp32: summation order; bf16 weights: 16 rows or more go
+# through oneDNN's AMX product, activations rounded to bf16, fewer through the own kernel)
+def against(name, path, ref, bound):
+    got = [json.loads(l) for l in open(path)]
+    want = [s for s in map(json.loads, open(ref)) if s["task"] in {g["task"] for g in got}]
+    check([(s["task"], s["doc_id"]) for s in got] == [(s["task"], s["doc_id"]) for s in want], f"{name}: sample order")
+    d, n = 0.0, 0
+    for s, w in zip(got, want):
+        for a, b in zip(s["requests"], w["requests"]):
+            check(a["context_ids"] == b["context_ids"] and a["continuation_ids"] == b["continuation_ids"],
+                  f"{name}: {s['task']} doc {s['doc_id']}: other requests")
+            d = max(d, abs(a["logprob"] - b["logprob"]) / max(1, abs(b["logprob"]))); n += 1
+    print(f"{name}: {n} requests, max relative difference {d:.2e}")
+    check(n > 0 and d < bound, f"{name}: differs from --batch 1 by {d}")
+against("--batch 16 vs --batch 1 (checkpoint, fp32)", f"{W}/out/b16.jsonl", f"{W}/out/ck.jsonl", 1e-6)
+against("--batch 16 vs --batch 1 (HF bf16 in place)", f"{W}/out/hf_b16.jsonl", f"{W}/out/hf.jsonl", 1e-4)
 if fails:
     print("\n".join(fails)); sys.exit(1)
 PY
