@@ -1,8 +1,10 @@
 // zaya eval's speed on the full ZAYA1-base shape with random bf16 weights used in place
 // (written by write_random_hf_bf16, as bench_zaya1_base does): 4-choice items with ~200-token
 // contexts, in requests (scored choices) per second, against the prefill rate of the same
-// model; the context scored once per item (the engine) against once per choice.
-//   bench_eval_zaya1_base [--dir D] [--keep|--reuse] [--config TOML] [--items N]
+// model, four ways: the engine across items (--batch rows of several items per feed), one
+// item at a time (its choices as rows), one choice at a time, and the context again for every
+// choice (no sharing).
+//   bench_eval_zaya1_base [--dir D] [--keep|--reuse] [--config TOML] [--items N] [--batch B]
 //                         [--context N] [--choices N] [--cont N] [--threads N]
 #include <omp.h>
 
@@ -27,7 +29,7 @@ namespace {
 struct Args {
   std::string dir = "/tmp/zaya1_base_eval_bench", config = ZAYA_SOURCE_DIR "/configs/zaya1-base.toml";
   bool keep = false, reuse = false;
-  int items = 3, context = 200, choices = 4, cont = 12, threads = 0;
+  int items = 4, batch = 16, context = 200, choices = 4, cont = 12, threads = 0;
 };
 
 Args parse(int argc, char** argv) {
@@ -43,13 +45,15 @@ Args parse(int argc, char** argv) {
     else if (k == "--keep") a.keep = true;
     else if (k == "--reuse") a.reuse = a.keep = true;
     else if (k == "--items") a.items = std::atoi(val().c_str());
+    else if (k == "--batch") a.batch = std::atoi(val().c_str());
     else if (k == "--context") a.context = std::atoi(val().c_str());
     else if (k == "--choices") a.choices = std::atoi(val().c_str());
     else if (k == "--cont") a.cont = std::atoi(val().c_str());
     else if (k == "--threads") a.threads = std::atoi(val().c_str());
     else fail("unknown option ", k, " (see the comment at the top of bench/eval_zaya1_base.cpp)");
   }
-  ZAYA_CHECK(a.items > 0 && a.context > 1 && a.choices > 1 && a.cont > 1, "--items, --context, --choices, --cont: positive");
+  ZAYA_CHECK(a.items > 0 && a.batch > 0 && a.context > 1 && a.choices > 1 && a.cont > 1,
+             "--items, --batch, --context, --choices, --cont: positive");
   return a;
 }
 
@@ -108,24 +112,40 @@ int main(int argc, char** argv) {
     };
     const double prefill_before = prefill_rate();
     std::printf("prefill: %.1f tokens/s (%d-token contexts, batch 1)\n", prefill_before, a.context);
-    auto run = [&](const char* name, int batch, bool shared) {
+    // mode: 0 all items in one score_many call (rows across items), 1 one item per call,
+    // 2 one choice per call after its context (the context again for every choice).
+    auto run = [&](const char* name, int batch, int mode) {
       eval::Engine e(model, batch, max_len);
       auto score_item = [&](const Item& it) {
-        if (shared) return (void)e.score(it.ctx, it.conts);
-        for (const auto& c : it.conts) e.score(it.ctx, {c});  // the context again for every choice
+        if (mode != 2) return (void)e.score(it.ctx, it.conts);
+        for (const auto& c : it.conts) e.score(it.ctx, {c});
       };
-      score_item(items[0]);
+      score_item(items[0]);  // warm-up
+      const eval::EngineStats s0 = e.stats();
       Timer t;
-      for (int i = 1; i <= a.items; ++i) score_item(items[size_t(i)]);
+      if (mode == 0) {
+        std::vector<eval::ScoreRequest> reqs;
+        for (int i = 1; i <= a.items; ++i) reqs.push_back({&items[size_t(i)].ctx, &items[size_t(i)].conts});
+        e.score_many(reqs);
+      } else {
+        for (int i = 1; i <= a.items; ++i) score_item(items[size_t(i)]);
+      }
       const double s = t.seconds(), rps = requests / s;
-      const uint64_t fed = e.stats().context_tokens - uint64_t(a.context) * (shared ? 1 : a.choices);
-      std::printf("%-40s %7.3f requests/s  %7.1f tokens/s fed  (%llu context tokens for %d requests)\n", name, rps,
-                  double(fed + uint64_t(cont_tokens)) / s, (unsigned long long)fed, requests);
+      const eval::EngineStats& s1 = e.stats();
+      const uint64_t fed = s1.context_tokens - s0.context_tokens, waves = s1.waves - s0.waves;
+      std::printf("%-48s %7.3f requests/s  %7.1f tokens/s fed  (%llu context tokens, %llu row feeds, %.1f rows each)\n",
+                  name, rps, double(fed + uint64_t(cont_tokens)) / s, (unsigned long long)fed,
+                  (unsigned long long)waves, double(requests) / double(std::max<uint64_t>(waves, 1)));
       return rps;
     };
-    const double shared4 = run("context once per item, choices as 4 rows", a.choices, true);
-    const double shared1 = run("context once per item, choices one by one", 1, true);
-    const double apart = run("context once per choice (no sharing)", 1, false);
+    char across_name[96];
+    std::snprintf(across_name, sizeof across_name, "batch %d, rows across items", a.batch);
+    const double across = run(across_name, a.batch, 0);
+    char item_name[96];
+    std::snprintf(item_name, sizeof item_name, "batch %d, one item at a time (its choices)", a.choices);
+    const double shared4 = run(item_name, a.choices, 1);
+    const double shared1 = run("batch 1, context once per item", 1, 1);
+    const double apart = run("batch 1, context once per choice (no sharing)", 1, 2);
     const double prefill_after = prefill_rate();
     const double prefill_tps = 0.5 * (prefill_before + prefill_after);
     std::printf("prefill after: %.1f tokens/s; their mean %.1f tokens/s\n", prefill_after, prefill_tps);
@@ -135,8 +155,10 @@ int main(int argc, char** argv) {
     std::printf("prefill-rate bound, no sharing:   %7.3f requests/s\n",
                 prefill_tps / (a.context + double(cont_tokens) / requests));
     std::printf("prefill-rate bound, shared:       %7.3f requests/s\n", prefill_tps * a.choices / per_item_tokens);
-    std::printf("sharing ratio (once per item / once per choice): %.2fx at batch %d, %.2fx at batch 1\n",
-                shared4 / apart, a.choices, shared1 / apart);
+    std::printf("sharing ratio (once per item / once per choice): %.2fx at batch 1, %.2fx at batch %d, %.2fx at batch %d across items\n",
+                shared1 / apart, shared4 / apart, a.choices, across / apart, a.batch);
+    std::printf("batching across items: %.2fx batch %d one item at a time, %.2fx batch 1\n", across / shared4,
+                a.choices, across / shared1);
     if (!a.keep) {
       fs::remove_all(a.dir);
       std::printf("removed %s\n", a.dir.c_str());
