@@ -133,9 +133,11 @@ int main(int argc, char** argv) {
       const double s = t.seconds(), rps = requests / s;
       const eval::EngineStats& s1 = e.stats();
       const uint64_t fed = s1.context_tokens - s0.context_tokens, waves = s1.waves - s0.waves;
-      std::printf("%-48s %7.3f requests/s  %7.1f tokens/s fed  (%llu context tokens, %llu row feeds, %.1f rows each)\n",
-                  name, rps, double(fed + uint64_t(cont_tokens)) / s, (unsigned long long)fed,
-                  (unsigned long long)waves, double(requests) / double(std::max<uint64_t>(waves, 1)));
+      std::printf("%-48s %7.3f requests/s  %7.1f tokens/s fed  (%llu context tokens, %llu row feeds of %.1f rows: "
+                  "prefill %.1f s, rows %.1f s)\n",
+                  name, rps, double(fed + uint64_t(cont_tokens)) / s, (unsigned long long)fed, (unsigned long long)waves,
+                  double(requests) / double(std::max<uint64_t>(waves, 1)), s1.prefill_s - s0.prefill_s,
+                  s1.rows_s - s0.rows_s);
       return rps;
     };
     char across_name[96];

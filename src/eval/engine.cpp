@@ -9,6 +9,7 @@
 #include "ckpt/hf_mmap.h"
 #include "ckpt/tokenizer_files.h"
 #include "core/error.h"
+#include "core/timer.h"
 
 namespace zaya::eval {
 
@@ -47,12 +48,14 @@ InferDecoder& Engine::decoder(int batch) {
 }
 
 const float* Engine::prefill(InferDecoder& d, const std::vector<int32_t>& ctx) {
+  const Timer t;
   d.reset();
   const float* last = nullptr;
   for (size_t c0 = 0; c0 < ctx.size(); c0 += kChunk)
     last = d.feed(ctx.data() + c0, int(std::min<size_t>(kChunk, ctx.size() - c0)));
   stats_.context_tokens += ctx.size();
   stats_.contexts++;
+  stats_.prefill_s += t.seconds();
   return last;
 }
 
@@ -130,6 +133,7 @@ std::vector<std::vector<ContinuationScore>> Engine::score_many(const std::vector
       if (k >= prefilled) prefill_to(k + 1);  // the context sits in ctx_dec_ until its rows are placed
       d.copy_row_from(*ctx_dec_, 0, b);
     }
+    const Timer tr;
     const size_t chunk = size_t(std::min(kChunk, std::max(1, kFeedRows / R)));
     for (size_t c0 = 0; c0 < m; c0 += chunk) {
       const int w = int(std::min(chunk, m - c0));
@@ -139,20 +143,25 @@ std::vector<std::vector<ContinuationScore>> Engine::score_many(const std::vector
         for (int j = 0; j < w; ++j)  // rows past their end repeat the last token (ignored)
           tok[size_t(b) * w + j] = c[std::min(c0 + j, c.size() - 1)];
       }
-      d.feed_all_logits(tok.data(), w, [&](int r, const float* z) {
-        const int b = r / w, j = r % w;
-        const Row& row = rows[r0 + size_t(b)];
-        const auto& c = (*reqs[order[row.k]].conts)[row.cont];
-        const size_t t = c0 + j + 1;  // the token this position predicts
-        if (t >= c.size()) return;
-        ContinuationScore& s = out[order[row.k]][row.cont];
-        bool g = false;
-        s.logprobs.push_back(token_logprob(z, V, c[t], &g));
-        s.greedy = s.greedy && g;
-      });
+      // Position j of row b predicts token c0 + j + 1 of its continuation; past the end: padding.
+      auto target = [&](int r) -> const std::vector<int32_t>& {
+        const Row& row = rows[r0 + size_t(r / w)];
+        return (*reqs[order[row.k]].conts)[row.cont];
+      };
+      d.feed_all_logits(
+          tok.data(), w,
+          [&](int r, const float* z) {
+            const Row& row = rows[r0 + size_t(r / w)];
+            ContinuationScore& s = out[order[row.k]][row.cont];
+            bool g = false;
+            s.logprobs.push_back(token_logprob(z, V, target(r)[c0 + size_t(r % w) + 1], &g));
+            s.greedy = s.greedy && g;
+          },
+          [&](int r) { return c0 + size_t(r % w) + 1 < target(r).size(); });
       stats_.row_tokens += uint64_t(R) * w;
     }
     stats_.waves++;
+    stats_.rows_s += tr.seconds();
     for (size_t r = r0; r < r1; ++r)
       if (--pending[rows[r].k] == 0) done++;
     r0 = r1;

@@ -29,6 +29,7 @@ struct EngineStats {
   uint64_t contexts = 0, continuations = 0;
   uint64_t waves = 0;       // groups of continuation rows fed together
   uint64_t row_tokens = 0;  // positions fed as continuation rows, padding included
+  double prefill_s = 0, rows_s = 0;  // seconds in context prefill / in continuation rows
 };
 
 // One context and its continuations (pointers: the caller keeps them alive during the call).

@@ -534,14 +534,28 @@ std::vector<double> InferDecoder::logprobs(const int32_t* ids, int n, int chunk)
   return lp;
 }
 
-void InferDecoder::feed_all_logits(const int32_t* tokens, int n, const std::function<void(int, const float*)>& f) {
+void InferDecoder::feed_all_logits(const int32_t* tokens, int n, const std::function<void(int, const float*)>& f,
+                                   const std::function<bool(int)>& want) {
   const int D = m_.cfg().hidden_size, V = m_.cfg().vocab_size, rows = 32, N = batch_ * n;
   forward(tokens, n, false);
   std::vector<float> logits(size_t(std::min(rows, N)) * V);
-  for (int r0 = 0; r0 < N; r0 += rows) {
-    const int m = std::min(rows, N - r0);
-    lin(m_.embed, logits.data(), V, &xf_[size_t(r0) * D], D, m);
-    for (int i = 0; i < m; ++i) f(r0 + i, &logits[size_t(i) * V]);
+  if (!want) {
+    for (int r0 = 0; r0 < N; r0 += rows) {
+      const int m = std::min(rows, N - r0);
+      lin(m_.embed, logits.data(), V, &xf_[size_t(r0) * D], D, m);
+      for (int i = 0; i < m; ++i) f(r0 + i, &logits[size_t(i) * V]);
+    }
+    return;
+  }
+  std::vector<int> keep;  // the wanted rows, gathered 32 at a time
+  for (int r = 0; r < N; ++r)
+    if (want(r)) keep.push_back(r);
+  std::vector<float> x(size_t(std::min<size_t>(rows, keep.size())) * D);
+  for (size_t k0 = 0; k0 < keep.size(); k0 += rows) {
+    const int m = int(std::min<size_t>(rows, keep.size() - k0));
+    for (int i = 0; i < m; ++i) std::memcpy(&x[size_t(i) * D], &xf_[size_t(keep[k0 + i]) * D], sizeof(float) * D);
+    lin(m_.embed, logits.data(), V, x.data(), D, m);
+    for (int i = 0; i < m; ++i) f(keep[k0 + i], &logits[size_t(i) * V]);
   }
 }
 

@@ -91,8 +91,10 @@ class InferDecoder {
   std::vector<double> logprobs(const int32_t* ids, int n, int chunk = 512);
   // tokens [batch, n] from the current position; then f(r, logits_V) for every row
   // r = b * n + j in order: the logits of the token after tokens_BN[r] (valid during the call).
-  // The LM head runs over 32 rows at a time (scoring: zaya score and zaya eval).
-  void feed_all_logits(const int32_t* tokens_BN, int n, const std::function<void(int, const float*)>& f);
+  // The LM head runs over 32 rows at a time (scoring: zaya score and zaya eval). With `want`,
+  // only the rows r it accepts (padding skipped: the head is ~1 GFLOP a row on ZAYA1-base).
+  void feed_all_logits(const int32_t* tokens_BN, int n, const std::function<void(int, const float*)>& f,
+                       const std::function<bool(int)>& want = {});
   // Every row of this decoder continues from row `row` of src (same model): src's state for
   // its first pos(row) positions is copied into each row (a context prefilled once, then
   // several continuations of it as rows).
