@@ -3,9 +3,10 @@
 // contexts, in requests (scored choices) per second, against the prefill rate of the same
 // model, four ways: the engine across items (--batch rows of several items per feed), one
 // item at a time (its choices as rows), one choice at a time, and the context again for every
-// choice (no sharing).
+// choice (no sharing). --pairs N instead runs the first two alternately N times (on a loaded
+// machine the load drifts between runs; each pair's ratio is what to read).
 //   bench_eval_zaya1_base [--dir D] [--keep|--reuse] [--config TOML] [--items N] [--batch B]
-//                         [--context N] [--choices N] [--cont N] [--threads N]
+//                         [--context N] [--choices N] [--cont N] [--threads N] [--pairs N]
 #include <omp.h>
 
 #include <cstdio>
@@ -29,7 +30,7 @@ namespace {
 struct Args {
   std::string dir = "/tmp/zaya1_base_eval_bench", config = ZAYA_SOURCE_DIR "/configs/zaya1-base.toml";
   bool keep = false, reuse = false;
-  int items = 4, batch = 16, context = 200, choices = 4, cont = 12, threads = 0;
+  int items = 4, batch = 16, context = 200, choices = 4, cont = 12, threads = 0, pairs = 0;
 };
 
 Args parse(int argc, char** argv) {
@@ -46,6 +47,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--reuse") a.reuse = a.keep = true;
     else if (k == "--items") a.items = std::atoi(val().c_str());
     else if (k == "--batch") a.batch = std::atoi(val().c_str());
+    else if (k == "--pairs") a.pairs = std::atoi(val().c_str());
     else if (k == "--context") a.context = std::atoi(val().c_str());
     else if (k == "--choices") a.choices = std::atoi(val().c_str());
     else if (k == "--cont") a.cont = std::atoi(val().c_str());
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
     std::printf("prefill: %.1f tokens/s (%d-token contexts, batch 1)\n", prefill_before, a.context);
     // mode: 0 all items in one score_many call (rows across items), 1 one item per call,
     // 2 one choice per call after its context (the context again for every choice).
+    double rows_s = 0;  // the last run's seconds in continuation rows
     auto run = [&](const char* name, int batch, int mode) {
       eval::Engine e(model, batch, max_len);
       auto score_item = [&](const Item& it) {
@@ -138,29 +141,37 @@ int main(int argc, char** argv) {
                   name, rps, double(fed + uint64_t(cont_tokens)) / s, (unsigned long long)fed, (unsigned long long)waves,
                   double(requests) / double(std::max<uint64_t>(waves, 1)), s1.prefill_s - s0.prefill_s,
                   s1.rows_s - s0.rows_s);
+      rows_s = s1.rows_s - s0.rows_s;
       return rps;
     };
     char across_name[96];
     std::snprintf(across_name, sizeof across_name, "batch %d, rows across items", a.batch);
-    const double across = run(across_name, a.batch, 0);
     char item_name[96];
     std::snprintf(item_name, sizeof item_name, "batch %d, one item at a time (its choices)", a.choices);
-    const double shared4 = run(item_name, a.choices, 1);
-    const double shared1 = run("batch 1, context once per item", 1, 1);
-    const double apart = run("batch 1, context once per choice (no sharing)", 1, 2);
-    const double prefill_after = prefill_rate();
-    const double prefill_tps = 0.5 * (prefill_before + prefill_after);
-    std::printf("prefill after: %.1f tokens/s; their mean %.1f tokens/s\n", prefill_after, prefill_tps);
-    // What the prefill rate alone allows: every request a context + continuation prefill,
-    // or one context per item plus the continuations.
-    const double per_item_tokens = a.context + double(cont_tokens) / a.items;
-    std::printf("prefill-rate bound, no sharing:   %7.3f requests/s\n",
-                prefill_tps / (a.context + double(cont_tokens) / requests));
-    std::printf("prefill-rate bound, shared:       %7.3f requests/s\n", prefill_tps * a.choices / per_item_tokens);
-    std::printf("sharing ratio (once per item / once per choice): %.2fx at batch 1, %.2fx at batch %d, %.2fx at batch %d across items\n",
-                shared1 / apart, shared4 / apart, a.choices, across / apart, a.batch);
-    std::printf("batching across items: %.2fx batch %d one item at a time, %.2fx batch 1\n", across / shared4,
-                a.choices, across / shared1);
+    for (int p = 1; p <= a.pairs; ++p) {
+      const double x = run(across_name, a.batch, 0), xr = rows_s, y = run(item_name, a.choices, 1);
+      std::printf("pair %d: across items / one item at a time = %.2fx requests/s, %.2fx less time in rows\n", p,
+                  x / y, rows_s / xr);
+    }
+    if (a.pairs == 0) {
+      const double across = run(across_name, a.batch, 0);
+      const double shared4 = run(item_name, a.choices, 1);
+      const double shared1 = run("batch 1, context once per item", 1, 1);
+      const double apart = run("batch 1, context once per choice (no sharing)", 1, 2);
+      const double prefill_after = prefill_rate();
+      const double prefill_tps = 0.5 * (prefill_before + prefill_after);
+      std::printf("prefill after: %.1f tokens/s; their mean %.1f tokens/s\n", prefill_after, prefill_tps);
+      // What the prefill rate alone allows: every request a context + continuation prefill,
+      // or one context per item plus the continuations.
+      const double per_item_tokens = a.context + double(cont_tokens) / a.items;
+      std::printf("prefill-rate bound, no sharing:   %7.3f requests/s\n",
+                  prefill_tps / (a.context + double(cont_tokens) / requests));
+      std::printf("prefill-rate bound, shared:       %7.3f requests/s\n", prefill_tps * a.choices / per_item_tokens);
+      std::printf("sharing ratio (once per item / once per choice): %.2fx at batch 1, %.2fx at batch %d, %.2fx at batch %d across items\n",
+                  shared1 / apart, shared4 / apart, a.choices, across / apart, a.batch);
+      std::printf("batching across items: %.2fx batch %d one item at a time, %.2fx batch 1\n", across / shared4,
+                  a.choices, across / shared1);
+    }
     if (!a.keep) {
       fs::remove_all(a.dir);
       std::printf("removed %s\n", a.dir.c_str());

@@ -83,7 +83,7 @@ ZAYA_COMMAND("eval", "Downstream evaluation as lm-evaluation-harness does it (ta
   app.add_option("--num-fewshot", o->num_fewshot, "few-shot examples per document (default: each task's)")
       ->check(CLI::Range(0, 1000));
   app.add_option("--limit", o->limit, "score the first N documents of each task")->check(CLI::PositiveNumber);
-  app.add_option("--batch", o->batch, "continuation rows fed together after a shared context (default 1: the numbers of zaya score to the bit)")
+  app.add_option("--batch", o->batch, "continuation rows fed together, across items, each after its own context (default 1: the numbers of zaya score to the bit)")
       ->check(CLI::Range(1, 256));
   app.add_option("--output", o->output, "results JSON (lm-eval's keys)");
   app.add_option("--log-samples", o->log_samples, "JSONL: every document, its requests and their log-probs");

@@ -1,6 +1,7 @@
 // Runs tasks on a model: tokenizes every request as lm-eval does (trailing spaces of the
-// context move to the continuation), sorts the items longest first, scores them with the
-// engine (one shared context per item), and aggregates lm-eval's metrics and stderrs.
+// context move to the continuation), scores all of a task's requests with one
+// Engine::score_many call (longest first, one prefill per context, continuation rows of
+// several items per feed), and aggregates lm-eval's metrics and stderrs.
 #pragma once
 #include <cstdint>
 #include <ostream>
@@ -18,7 +19,7 @@ namespace zaya::eval {
 
 struct RunOptions {
   int limit = 0;          // documents per task (0: all)
-  int batch = 1;          // continuation rows fed together
+  int batch = 1;          // continuation rows fed together, across items
   int num_fewshot = -1;   // override every task's (-1: the task's own)
   uint64_t seed = 1234;   // few-shot sampling (lm-eval's default seed)
   bool progress = true;   // a line on stderr every few seconds
