@@ -5,6 +5,7 @@
 // all in double at 1e-6; then a selection again through the float path (kF32Tol).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -61,6 +62,46 @@ static OpCase rmsnorm_row() {
             fwd(in, x, w, o, rstd);
             rmsnorm_backward(dx.data(), dw.data(), gg.data(), x.data(), w.data(), rstd.data(), N, D);
             add_to(d[0], dx), add_to(d[1], dw);
+          }};
+}
+
+// A sub-layer's entry, fused backward (merge_norm_backward): outputs x = rmsnorm(res) and
+// res = res_merge(h, r) itself (the skip path's gradient reaches res directly), so one
+// upstream gradient exercises both. with_r = false: the first sub-layer (no residual in).
+template <class T>
+static OpCase merge_norm_row(bool with_r) {
+  const int N = 5, D = 7;
+  struct Run {
+    std::vector<T> h, r, hs, hb, rs, rb, w, res, x, rstd;
+  };
+  auto fwd = [=](const VV& in, Run& u) {
+    u.h = cast<T>(in[0]), u.r = cast<T>(in[1]), u.hs = cast<T>(in[2]), u.hb = cast<T>(in[3]);
+    u.rs = cast<T>(in[4]), u.rb = cast<T>(in[5]), u.w = cast<T>(in[6]);
+    u.res.assign(N * D, 0), u.x.assign(N * D, 0), u.rstd.assign(N, 0);
+    res_merge_forward(u.res.data(), u.h.data(), with_r ? u.r.data() : nullptr, u.hs.data(), u.hb.data(),
+                      u.rs.data(), u.rb.data(), N, D);
+    rmsnorm_forward(u.x.data(), u.rstd.data(), u.res.data(), u.w.data(), N, D, 1e-5);
+  };
+  return {std::string("merge_norm") + (with_r ? "" : "_first") + suffix<T>(),
+          {N * D, N * D, D, D, D, D, D},
+          nullptr,
+          [=](const VV& in, V& out) {
+            Run u;
+            fwd(in, u);
+            out.assign(u.x.begin(), u.x.end());
+            out.insert(out.end(), u.res.begin(), u.res.end());
+          },
+          [=](const VV& in, const V& g, VV& d) {
+            Run u;
+            fwd(in, u);
+            const std::vector<T> dx(g.begin(), g.begin() + N * D), dres(g.begin() + N * D, g.end());
+            std::vector<T> dh(N * D, T(7)), dr(N * D, T(7)), dw(D), dhs(D), dhb(D), drs(D), drb(D);  // dh, dr overwritten
+            merge_norm_backward(dh.data(), with_r ? dr.data() : nullptr, dw.data(), dhs.data(), dhb.data(), drs.data(),
+                                drb.data(), dx.data(), dres.data(), u.res.data(), u.w.data(), u.rstd.data(),
+                                u.h.data(), with_r ? u.r.data() : nullptr, u.hs.data(), u.hb.data(), u.rs.data(),
+                                u.rb.data(), N, D);
+            add_to(d[0], dh), add_to(d[2], dhs), add_to(d[3], dhb), add_to(d[6], dw);
+            if (with_r) add_to(d[1], dr), add_to(d[4], drs), add_to(d[5], drb);
           }};
 }
 
@@ -530,6 +571,8 @@ static std::vector<OpCase> op_table() {
                                       g.data(), in[0].data(), in[1].data(), in[2].data(), in[3].data(), in[4].data(),
                                       in[5].data(), N, D);
                  }});
+  ops.push_back(merge_norm_row<double>(true));
+  ops.push_back(merge_norm_row<double>(false));
   ops.push_back({"embedding", {11 * D}, nullptr,
                  [=](const VV& in, V& out) {
                    const int32_t ids[N] = {3, 0, 3, 10, 7};
@@ -623,9 +666,9 @@ static std::vector<OpCase> op_table() {
   ops.push_back(moe_row<double>(1, false, 12));
   ops.push_back(moe_row<double>(2, true, 12));
   ops.push_back(experts_row<double>());
-  std::vector<OpCase> f32{rmsnorm_row<float>(),       conv_row<float>(true),         attention_row<float>(6, 2),
-                          cca_row<float>(2, 5, 0),     cca_cp2_row<float>(2, 4),      moe_row<float>(1, false, 12),
-                          moe_row<float>(2, true, 12), experts_row<float>()};
+  std::vector<OpCase> f32{rmsnorm_row<float>(),        merge_norm_row<float>(true),   conv_row<float>(true),
+                          attention_row<float>(6, 2),   cca_row<float>(2, 5, 0),       cca_cp2_row<float>(2, 4),
+                          moe_row<float>(1, false, 12), moe_row<float>(2, true, 12),   experts_row<float>()};
   for (OpCase& op : f32) {
     op.eps = kF32Eps, op.tol = kF32Tol, op.four_point = true;
     if (op.margin) op.eps = kF32RoutingEps, op.min_margin = kF32RoutingMargin;
@@ -660,8 +703,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, OpGrad, ::testing::Range<size_t>(0, ops().size
 
 // A gradient check must be able to fail: a wrong backward is caught.
 TEST(OpGrad, DetectsAWrongBackward) {
-  OpCase op = ops()[5];  // softmax
-  ASSERT_EQ(op.name, "softmax");
+  const auto it = std::find_if(ops().begin(), ops().end(), [](const OpCase& o) { return o.name == "softmax"; });
+  ASSERT_NE(it, ops().end());
+  OpCase op = *it;
   op.backward = [](const VV& in, const V& g, VV& d) {
     for (size_t k = 0; k < in[0].size(); ++k) d[0][k] += 0.5 * g[k];
   };

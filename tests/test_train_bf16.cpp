@@ -11,6 +11,7 @@
 #include "core/bf16.h"
 #include "core/rng.h"
 #include "kernels/gemm.h"
+#include "kernels/loss.h"
 #include "kernels/vec_math.h"
 #include "model/model.h"
 #include "train/optim.h"
@@ -112,6 +113,94 @@ TEST(GemmBf16, MirroredOperandsAreReadFromTheMirror) {
   gemm_with(GemmEngine::Auto, GemmPrecision::BF16, Trans::N, Trans::T, M, N, K, 1.f, x.data(), K, W.data(), K, 0.f,
             y.data(), N);
   EXPECT_EQ(y, y_plain);
+}
+
+// Activation copies (ActivationMirrorScope) are read like the weights' mirror, for A and for
+// B, also through a zero-padded depth (an activation-by-activation product); gemm_bf16_a reads
+// its bf16 A as stored. Leaving the scope goes back to rounding.
+TEST(GemmBf16, ActivationCopiesAndBf16OperandsAreReadAsStored) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  const int M = 70, N = 16, K = 40;  // a row tail; K not a multiple of 64: padded when A^T B
+  const auto x = randn(size_t(M) * K, 21), W = randn(size_t(N) * K, 22), x2 = randn(size_t(M) * N, 23);
+  std::vector<bf16> x16(x.size()), x16_twice(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x16[i] = to_bf16(x[i]), x16_twice[i] = to_bf16(2 * x[i]);
+  auto prod = [&](Trans ta, const float* A, int lda, const float* B, int ldb, int m, int n, int k, Trans tb) {
+    std::vector<float> y(size_t(m) * n);
+    gemm_with(GemmEngine::Auto, GemmPrecision::BF16, ta, tb, m, n, k, 1.f, A, lda, B, ldb, 0.f, y.data(), n);
+    return y;
+  };
+  const auto y_plain = prod(Trans::N, x.data(), K, W.data(), K, M, N, K, Trans::T);
+  const auto d_plain = prod(Trans::T, x.data(), K, x2.data(), N, K, N, M, Trans::N);  // depth M = 70: padded
+  {
+    ActivationMirrorScope scope({{x.data(), x.size(), x16_twice.data()}});  // deliberately 2x
+    EXPECT_EQ(gemm_activation_copy(x.data() + K, size_t(K)), x16_twice.data() + K);
+    const auto y = prod(Trans::N, x.data(), K, W.data(), K, M, N, K, Trans::T);
+    const auto d = prod(Trans::T, x.data(), K, x2.data(), N, K, N, M, Trans::N);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], 2 * y_plain[i], 1e-5f * (1 + std::fabs(y[i])));
+    for (size_t i = 0; i < d.size(); ++i) EXPECT_NEAR(d[i], 2 * d_plain[i], 1e-5f * (1 + std::fabs(d[i])));
+  }
+  EXPECT_EQ(gemm_activation_copy(x.data(), x.size()), nullptr);
+  EXPECT_EQ(prod(Trans::N, x.data(), K, W.data(), K, M, N, K, Trans::T), y_plain);
+  // gemm_bf16_a over the exact rounding: the same product, bit for bit, in both layouts.
+  std::vector<float> y(size_t(M) * N), d(size_t(K) * N);
+  gemm_bf16_a(Trans::N, Trans::T, M, N, K, 1.f, x16.data(), K, W.data(), K, 0.f, y.data(), N);
+  EXPECT_EQ(y, y_plain);
+  gemm_bf16_a(Trans::T, Trans::N, K, N, M, 1.f, x16.data(), K, x2.data(), N, 0.f, d.data(), N);
+  EXPECT_EQ(d, d_plain);
+}
+
+// The LM head's bf16 gradient written over the logits is exactly the fp32 gradient rounded,
+// ignored rows included, at a vocabulary with a tail.
+TEST(TrainBf16, CrossEntropyBf16GradientIsTheRoundedFp32One) {
+  const int N = 6, V = 37;
+  const auto z = randn(size_t(N) * V, 31, 3.f);
+  const int32_t t[N] = {0, 36, kIgnoreIndex, 5, 17, 5};
+  std::vector<float> lse(N), g32(z.size());
+  int count = 0;
+  cross_entropy_forward(lse.data(), (float*)nullptr, z.data(), t, N, V, &count);
+  cross_entropy_backward(g32.data(), z.data(), lse.data(), t, N, V, 0.2f);
+  std::vector<float> buf(z);
+  cross_entropy_backward_bf16_inplace(buf.data(), lse.data(), t, N, V, 0.2f);
+  const bf16* g16 = reinterpret_cast<const bf16*>(buf.data());
+  for (int i = 0; i < N; ++i)
+    for (int v = 0; v < V; ++v)
+      ASSERT_EQ(g16[size_t(i) * 2 * V + v].bits, to_bf16(g32[size_t(i) * V + v]).bits) << i << " " << v;
+}
+
+// The activation copies (norm outputs, expert inputs, SwiGLU's output and input gradient,
+// the experts' output gradients, the LM head's bf16 gradient) hold exactly the values the
+// products would round, so a bf16 step with them equals one without, bit for bit: loss and
+// every gradient. A stale or misplaced copy would show here.
+TEST(TrainBf16, ActivationCopiesLeaveTheStepBitForBit) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  PrecisionScope bf16_on(GemmPrecision::BF16);
+  const ModelConfig cfg = load_model_config(kTiny);
+  const int B = 4, T = 32;
+  std::vector<int32_t> ids(size_t(B) * T + 1);
+  Philox rng(40, 41);
+  for (auto& t : ids) t = int32_t(rng.below(cfg.vocab_size));
+  auto run = [&](bool copies, std::vector<float>& grads) {
+    gemm_set_activation_copies(copies);
+    Model<float> m(cfg);
+    m.init(42);
+    double loss = 0;
+    for (int step = 0; step < 2; ++step) {  // the second step reuses every buffer
+      loss = m.forward(ids.data(), ids.data() + 1, B, T).loss;
+      m.zero_grads();
+      m.backward();
+    }
+    EXPECT_EQ(m.activation_copies(), copies ? size_t(cfg.num_sublayers()) + 1 : 0u);
+    grads = m.grads;
+    gemm_set_activation_copies(true);
+    return loss;
+  };
+  std::vector<float> g_on, g_off;
+  const double l_on = run(true, g_on), l_off = run(false, g_off);
+  EXPECT_EQ(l_on, l_off);
+  ASSERT_EQ(g_on.size(), g_off.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < g_on.size(); ++i) differ += g_on[i] != g_off[i];
+  EXPECT_EQ(differ, 0u) << "of " << g_on.size() << " gradient entries";
 }
 
 // The optimizer's fused pass leaves params_bf16 equal to the rounded params, for AdamW and Muon.
@@ -219,6 +308,60 @@ TEST(VecMath, RowPrimitivesMatchDouble) {
       row_exp_scale(y.data(), x.data(), n, float(m), 0.25f);
       for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], 0.25 * std::exp(double(x[i]) - m), 1e-6) << n << " " << i;
       EXPECT_EQ(y[n], -7.f);
+    }
+  }
+  vec_math_force_portable(false);
+}
+
+// The SwiGLU rows (AVX-512 with libmvec's expf, and the portable loops) against double, with
+// tails, large |g| (exp overflows to inf: silu -> -0 and 0 gradient) and the element past n
+// untouched.
+TEST(VecMath, SwigluRowsMatchDouble) {
+  for (bool portable : {false, true}) {
+    vec_math_force_portable(portable);
+    for (int n : {1, 15, 16, 17, 33, 257}) {
+      auto g = randn(size_t(n), 40 + n, 4.f);
+      const auto u = randn(size_t(n), 90 + n, 1.f), da = randn(size_t(n), 140 + n, 1.f);
+      g[0] = -120.f;
+      std::vector<float> a(size_t(n) + 1, -7.f), dg(size_t(n) + 1, -7.f), du(size_t(n) + 1, -7.f);
+      swiglu_row(a.data(), g.data(), u.data(), n);
+      swiglu_row_backward(dg.data(), du.data(), da.data(), g.data(), u.data(), n);
+      for (int i = 0; i < n; ++i) {
+        const double gi = g[i], s = 1 / (1 + std::exp(-gi));
+        EXPECT_NEAR(a[i], gi * s * u[i], 2e-6 * (1 + std::fabs(gi * s * u[i]))) << n << " " << i;
+        const double dgi = double(da[i]) * u[i] * s * (1 + gi * (1 - s)), dui = double(da[i]) * gi * s;
+        EXPECT_NEAR(dg[i], dgi, 2e-6 * (1 + std::fabs(dgi))) << n << " " << i;
+        EXPECT_NEAR(du[i], dui, 2e-6 * (1 + std::fabs(dui))) << n << " " << i;
+      }
+      EXPECT_EQ(a[n], -7.f);
+      EXPECT_EQ(dg[n], -7.f);
+      EXPECT_EQ(du[n], -7.f);
+    }
+  }
+  vec_math_force_portable(false);
+}
+
+// The GELU rows (libmvec's erff and expf, and the portable loops) against double; dx may
+// alias dy, as the router's backward calls it.
+TEST(VecMath, GeluRowsMatchDouble) {
+  for (bool portable : {false, true}) {
+    vec_math_force_portable(portable);
+    for (int n : {1, 15, 16, 17, 33, 257}) {
+      auto x = randn(size_t(n), 60 + n, 3.f);
+      x[0] = -30.f;
+      const auto dy = randn(size_t(n), 160 + n, 1.f);
+      std::vector<float> y(size_t(n) + 1, -7.f), dx(dy);
+      dx.push_back(-7.f);
+      gelu_row(y.data(), x.data(), n);
+      gelu_grad_row(dx.data(), dx.data(), x.data(), n);
+      for (int i = 0; i < n; ++i) {
+        const double xi = x[i], cdf = 0.5 * (1 + std::erf(xi / std::sqrt(2.0)));
+        const double pdf = std::exp(-0.5 * xi * xi) / std::sqrt(2 * M_PI);
+        EXPECT_NEAR(y[i], xi * cdf, 2e-6 * (1 + std::fabs(xi))) << n << " " << i;
+        EXPECT_NEAR(dx[i], dy[i] * (cdf + xi * pdf), 2e-6 * (1 + std::fabs(dy[i]))) << n << " " << i;
+      }
+      EXPECT_EQ(y[n], -7.f);
+      EXPECT_EQ(dx[n], -7.f);
     }
   }
   vec_math_force_portable(false);

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/vec_math.h"
 
 namespace zaya {
 
@@ -23,51 +25,70 @@ template <class T>
 void bias_gelu_forward(T* y, T* pre, const T* b, int N, int D) {
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
-    for (int d = 0; d < D; ++d) {
-      size_t k = size_t(i) * D + d;
-      T v = y[k] + (b ? b[d] : T(0));
-      pre[k] = v;
-      y[k] = gelu(v);
+    T* yi = y + size_t(i) * D;
+    T* pi = pre + size_t(i) * D;
+    for (int d = 0; d < D; ++d) pi[d] = yi[d] + (b ? b[d] : T(0));
+    if constexpr (std::is_same_v<T, float>) {  // vector erff (kernels/vec_math.h)
+      gelu_row(yi, pi, D);
+    } else {
+      for (int d = 0; d < D; ++d) yi[d] = gelu(pi[d]);
     }
   });
 }
 
 template <class T>
 void gelu_backward(T* dpre, const T* dy, const T* pre, size_t n) {
-  parallel_for(n, [&](int64_t k_) {
-    const size_t k = size_t(k_);
-    dpre[k] = dy[k] * gelu_grad(pre[k]);
-  });
-}
-
-template <class T>
-void swiglu_forward(T* a, const T* u, int N, int F) {
-  const int H = F / 2;
-  parallel_for(N, [&](int64_t i_) {
-    const int i = int(i_);
-    const T* ui = u + size_t(i) * F;
-    T* ai = a + size_t(i) * H;
-    for (int j = 0; j < H; ++j) {
-      T g = ui[j];
-      ai[j] = g / (T(1) + std::exp(-g)) * ui[H + j];
+  constexpr size_t kBlock = 4096;
+  parallel_for(int64_t((n + kBlock - 1) / kBlock), [&](int64_t c) {
+    const size_t b = size_t(c) * kBlock, e = std::min(n, b + kBlock);
+    if constexpr (std::is_same_v<T, float>) {
+      gelu_grad_row(dpre + b, dy + b, pre + b, int(e - b));
+    } else {
+      for (size_t k = b; k < e; ++k) dpre[k] = dy[k] * gelu_grad(pre[k]);
     }
   });
 }
 
 template <class T>
-void swiglu_backward(T* du, const T* da, const T* u, int N, int F) {
+void swiglu_forward(T* a, const T* u, int N, int F, bf16* a16) {
+  const int H = F / 2;
+  parallel_for(N, [&](int64_t i_) {
+    const int i = int(i_);
+    const T* ui = u + size_t(i) * F;
+    T* ai = a + size_t(i) * H;
+    if constexpr (std::is_same_v<T, float>) {  // vector expf (kernels/vec_math.h)
+      swiglu_row(ai, ui, ui + H, H);
+      if (a16)
+        for (int j = 0; j < H; ++j) a16[size_t(i) * H + j] = to_bf16(ai[j]);
+    } else {
+      for (int j = 0; j < H; ++j) {
+        T g = ui[j];
+        ai[j] = g / (T(1) + std::exp(-g)) * ui[H + j];
+      }
+    }
+  });
+}
+
+template <class T>
+void swiglu_backward(T* du, const T* da, const T* u, int N, int F, bf16* du16) {
   const int H = F / 2;
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
     const T* ui = u + size_t(i) * F;
     const T* dai = da + size_t(i) * H;
     T* dui = du + size_t(i) * F;
-    for (int j = 0; j < H; ++j) {
-      T g = ui[j], up = ui[H + j];
-      T s = T(1) / (T(1) + std::exp(-g));
-      T silu = g * s;
-      dui[j] = dai[j] * up * s * (T(1) + g * (T(1) - s));
-      dui[H + j] = dai[j] * silu;
+    if constexpr (std::is_same_v<T, float>) {
+      swiglu_row_backward(dui, dui + H, dai, ui, ui + H, H);
+      if (du16)
+        for (int j = 0; j < F; ++j) du16[size_t(i) * F + j] = to_bf16(dui[j]);
+    } else {
+      for (int j = 0; j < H; ++j) {
+        T g = ui[j], up = ui[H + j];
+        T s = T(1) / (T(1) + std::exp(-g));
+        T silu = g * s;
+        dui[j] = dai[j] * up * s * (T(1) + g * (T(1) - s));
+        dui[H + j] = dai[j] * silu;
+      }
     }
   });
 }
@@ -199,8 +220,8 @@ void rope_backward(T* dx, const RopeTable& rt, int N, int T_, int pos0, int H, i
 #define ZAYA_INST(T)                                                                           \
   template void bias_gelu_forward<T>(T*, T*, const T*, int, int);                              \
   template void gelu_backward<T>(T*, const T*, const T*, size_t);                              \
-  template void swiglu_forward<T>(T*, const T*, int, int);                                     \
-  template void swiglu_backward<T>(T*, const T*, const T*, int, int);                          \
+  template void swiglu_forward<T>(T*, const T*, int, int, bf16*);                                     \
+  template void swiglu_backward<T>(T*, const T*, const T*, int, int, bf16*);                          \
   template void softmax_forward<T>(T*, const T*, int, int);                                    \
   template void softmax_backward<T>(T*, const T*, const T*, int, int);                         \
   template void l2norm_forward<T>(T*, T*, const T*, const T*, int, int, int, int);             \

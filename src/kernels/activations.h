@@ -1,9 +1,11 @@
 // Pointwise and row-wise kernels: GELU, SwiGLU, softmax, scaled L2 normalisation, partial
 // NeoX RoPE. Backward functions ACCUMULATE (+=) into gradients (see norm.h).
 #pragma once
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
+
+#include "core/bf16.h"
 
 namespace zaya {
 
@@ -15,9 +17,10 @@ void gelu_backward(T* dpre, const T* dy, const T* pre, size_t n);  // dpre = dy 
 
 // a[N, F/2] = silu(u[:, :F/2]) * u[:, F/2:]
 template <class T>
-void swiglu_forward(T* a, const T* u, int N, int F);
+void swiglu_forward(T* a, const T* u, int N, int F, bf16* a16 = nullptr);  // a16: a in bf16 too
 template <class T>
-void swiglu_backward(T* du, const T* da, const T* u, int N, int F);  // overwrites du
+void swiglu_backward(T* du, const T* da, const T* u, int N, int F,
+                     bf16* du16 = nullptr);  // overwrites du (and du16: du in bf16)
 
 // Row softmax over [N, K], computed in at least fp32.
 template <class T>

@@ -61,6 +61,24 @@ const char* gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::BF
 static Bf16Mirror g_mirror;
 void gemm_set_bf16_mirror(const Bf16Mirror& m) { g_mirror = m; }
 const Bf16Mirror& gemm_bf16_mirror() { return g_mirror; }
+static std::vector<Bf16Mirror> g_act_mirrors;
+void gemm_set_activation_mirrors(const std::vector<Bf16Mirror>& m) { g_act_mirrors = m; }
+const std::vector<Bf16Mirror>& gemm_activation_mirrors() { return g_act_mirrors; }
+const bf16* gemm_activation_copy(const float* X, size_t n) {
+  for (const Bf16Mirror& m : g_act_mirrors)
+    if (m.data && X >= m.base && size_t(X - m.base) + n <= m.n) return m.data + (X - m.base);
+  return nullptr;
+}
+static bool g_copies = true;
+void gemm_set_activation_copies(bool on) { g_copies = on; }
+bool gemm_activation_copies_on() {
+  return g_copies && gemm_settings().precision == GemmPrecision::BF16 && bf16_gemm_supported();
+}
+ActivationMirrorScope::ActivationMirrorScope(std::initializer_list<Bf16Mirror> add) : prev_(g_act_mirrors) {
+  for (const Bf16Mirror& m : add)
+    if (m.data) g_act_mirrors.push_back(m);
+}
+ActivationMirrorScope::~ActivationMirrorScope() { g_act_mirrors = prev_; }
 
 GemmEngine gemm_resolve(GemmPrecision prec) {
   static GemmEngine forced = [] {
@@ -153,11 +171,18 @@ void dnnl_execute(dnnl::memory::data_type type, Trans ta, Trans tb, int M, int N
   d.strm.wait();
 }
 
-// The mirror's copy of X (rows x cols with leading dim ld), or nullptr when X is not wholly inside it.
+// The copy of X (rows x cols with leading dim ld) in the weights' mirror or an activation's,
+// or nullptr when X is not wholly inside one.
+const bf16* mirror_lookup(const Bf16Mirror& m, const float* X, int rows, int cols, int ld) {
+  if (!m.data || !X || X < m.base) return nullptr;
+  const size_t off = size_t(X - m.base), extent = size_t(rows - 1) * size_t(ld) + size_t(cols);
+  return off + extent <= m.n ? m.data + off : nullptr;
+}
 const bf16* mirrored(const float* X, int rows, int cols, int ld) {
-  if (!g_mirror.data || X < g_mirror.base) return nullptr;
-  const size_t off = size_t(X - g_mirror.base), extent = size_t(rows - 1) * size_t(ld) + size_t(cols);
-  return off + extent <= g_mirror.n ? g_mirror.data + off : nullptr;
+  if (const bf16* w = mirror_lookup(g_mirror, X, rows, cols, ld)) return w;
+  for (const Bf16Mirror& m : g_act_mirrors)
+    if (const bf16* a = mirror_lookup(m, X, rows, cols, ld)) return a;
+  return nullptr;
 }
 
 // X as bf16: its mirror copy m (leading dim ld), or a fresh rounding into buf (leading dim cols).
@@ -172,6 +197,16 @@ const bf16* as_bf16(const bf16* m, const float* X, int rows, int cols, int ld, s
   return buf.data();
 }
 
+// pack_bf16's padded block from X's bf16 copy m when there is one (no rounding), else from X.
+void pack_padded(const bf16* m, const float* X, int rows, int cols, int ld, std::vector<bf16>& out, int rows_pad,
+                 int cols_pad) {
+  if (!m) return pack_bf16(X, rows, cols, ld, out, rows_pad, cols_pad);
+  const int rp = std::max(rows, rows_pad), cp = std::max(cols, cols_pad);
+  out.assign(size_t(rp) * cp, bf16{0});
+#pragma omp parallel for schedule(static) if (size_t(rows) * cols > (1u << 15))
+  for (int r = 0; r < rows; ++r) std::memcpy(&out[size_t(r) * cp], m + size_t(r) * ld, sizeof(bf16) * cols);
+}
+
 // A bf16 product's shapes are kept to a bounded set, so that oneDNN creates each primitive
 // once and then finds it in the cache: the rows an expert receives change every step, and a
 // primitive's creation (JIT) costs ~1 ms, about as much as the product itself. M is cut into
@@ -182,8 +217,9 @@ constexpr int kRowStep = 64, kTailStep = 16, kDepthStep = 64;
 
 int round_up(int x, int step) { return (x + step - 1) / step * step; }
 
+// a16 (nullable): A already in bf16 (leading dim lda), used as stored like a mirror copy.
 void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+               int lda, const float* B, int ldb, float beta, float* C, int ldc, const bf16* a16_given = nullptr) {
   if (prec != GemmPrecision::BF16)
     return dnnl_execute(dnnl::memory::data_type::f32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   static thread_local std::vector<bf16> abuf, bbuf, tbuf;
@@ -192,20 +228,21 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
   const int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
   // A product with a weight has a model dimension for K; only activation-by-activation
   // products (dW = dY^T X over the tokens an expert got) need the padding.
-  const bf16 *ma = mirrored(A, ar, ac, lda), *mb = mirrored(B, br, bc, ldb);
-  const int Kp = K % kDepthStep && !ma && !mb ? round_up(K, kDepthStep) : K;
+  const bf16 *ma = a16_given ? a16_given : mirrored(A, ar, ac, lda), *mb = mirrored(B, br, bc, ldb);
+  const bool weight = mirror_lookup(g_mirror, A, ar, ac, lda) || mirror_lookup(g_mirror, B, br, bc, ldb);
+  const int Kp = K % kDepthStep && !weight ? round_up(K, kDepthStep) : K;
   long la = 0, lb = 0;
   const bf16 *a16, *b16;
   if (Kp == K) {
     a16 = as_bf16(ma, A, ar, ac, lda, abuf, la);
     b16 = as_bf16(mb, B, br, bc, ldb, bbuf, lb);
   } else {  // K runs along A's storage columns (N) or rows (T), and B's rows (N) or columns (T)
-    pack_bf16(A, ar, ac, lda, abuf, ta == Trans::N ? 0 : Kp, ta == Trans::N ? Kp : 0);
-    pack_bf16(B, br, bc, ldb, bbuf, tb == Trans::N ? Kp : 0, tb == Trans::N ? 0 : Kp);
+    pack_padded(ma, A, ar, ac, lda, abuf, ta == Trans::N ? 0 : Kp, ta == Trans::N ? Kp : 0);
+    pack_padded(mb, B, br, bc, ldb, bbuf, tb == Trans::N ? Kp : 0, tb == Trans::N ? 0 : Kp);
     a16 = abuf.data(), la = ta == Trans::N ? Kp : M;
     b16 = bbuf.data(), lb = tb == Trans::N ? N : Kp;
   }
-  const int Mm = M > kRowStep ? M / kRowStep * kRowStep : 0, r = M - Mm;
+  const int Mm = M / kRowStep * kRowStep, r = M - Mm;  // M = 64 (a conv dW product) runs as stored
   if (Mm && ldc == N) {
     dnnl_execute(dnnl::memory::data_type::bf16, ta, tb, Mm, N, Kp, alpha, a16, la, b16, lb, beta, C, ldc);
   } else if (Mm) {
@@ -265,6 +302,16 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
   static thread_local std::vector<bf16> abuf;
   pack_bf16(x, M, K, ldx, abuf);
   dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
+  record_gemm(t0, M, N, K);
+}
+
+void gemm_bf16_a(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) {
+  ZAYA_CHECK(bf16_gemm_supported(), "gemm_bf16_a: this CPU has no AVX512-BF16/AMX");
+  if (M == 0 || N == 0) return;
+  ZAYA_CHECK(K > 0, "gemm_bf16_a: K must be positive");
+  const GemmT0 t0 = gemm_t0();
+  dnnl_gemm(GemmPrecision::BF16, ta, tb, M, N, K, alpha, nullptr, lda, B, ldb, beta, C, ldc, A);
   record_gemm(t0, M, N, K);
 }
 

@@ -8,7 +8,9 @@
 // double always goes to OpenBLAS dgemm (gradient checks).
 #pragma once
 #include <cstddef>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core/bf16.h"
 
@@ -36,6 +38,12 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
                float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C,
                int ldc);
 
+// bf16 products with A given in bf16 as stored (an activation written in bf16 by the op that
+// produced it: no rounding pass here), B fp32 (its mirror copy, or rounded). fp32
+// accumulation and output: C = alpha op(A) op(B) + beta C. Needs bf16_gemm_supported().
+void gemm_bf16_a(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc);
+
 // bf16 copies of fp32 arrays for the bf16 GEMMs: while a mirror is set, an operand that lies
 // wholly inside [base, base + n) is read from data[operand - base] instead of being rounded
 // to bf16 again. The model sets its weights' copy for the span of a forward or backward, so
@@ -47,6 +55,30 @@ struct Bf16Mirror {
 };
 void gemm_set_bf16_mirror(const Bf16Mirror& m);  // Bf16Mirror{} clears
 const Bf16Mirror& gemm_bf16_mirror();
+
+// Activations' copies, by the same rule: the op that writes an activation a bf16 product will
+// read (a norm's output) writes its bf16 copy in the same pass, and the model lists the
+// copies for the span of its forward and backward, so the products forward and backward
+// read them instead of rounding the activation again each time. {} clears.
+void gemm_set_activation_mirrors(const std::vector<Bf16Mirror>& m);
+const std::vector<Bf16Mirror>& gemm_activation_mirrors();
+// The listed bf16 copy of X[0, n), or nullptr.
+const bf16* gemm_activation_copy(const float* X, size_t n);
+// Ops write the copies when this is true: bf16 products on (precision bf16 and a CPU that has
+// them) and copies not switched off (tests switch them off: the step must not change by a bit).
+bool gemm_activation_copies_on();
+void gemm_set_activation_copies(bool on);
+// Adds mirrors to the list for a scope (entries with data == nullptr are skipped).
+class ActivationMirrorScope {
+ public:
+  explicit ActivationMirrorScope(std::initializer_list<Bf16Mirror> add);
+  ~ActivationMirrorScope();
+  ActivationMirrorScope(const ActivationMirrorScope&) = delete;
+  ActivationMirrorScope& operator=(const ActivationMirrorScope&) = delete;
+
+ private:
+  std::vector<Bf16Mirror> prev_;
+};
 
 // The engine Auto resolves to for a precision.
 GemmEngine gemm_resolve(GemmPrecision prec);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
+
+#include "core/bf16.h"
 
 #include "kernels/vec_math.h"
 
@@ -58,6 +61,27 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
     else
       for (int v = 0; v < V; ++v) dz[v] = std::exp(z[v] - l) * scale;
     dz[t] -= scale;
+  }
+}
+
+void cross_entropy_backward_bf16_inplace(float* logits, const float* lse, const int32_t* targets, int N, int V,
+                                         float scale) {
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(V));  // this thread's fp32 gradient row
+#pragma omp for schedule(static)
+    for (int i = 0; i < N; ++i) {
+      float* z = logits + size_t(i) * V;
+      const int32_t t = targets[i];
+      if (t == kIgnoreIndex) {
+        std::fill(row.begin(), row.end(), 0.f);
+      } else {
+        row_exp_scale(row.data(), z, V, lse[i], scale);
+        row[size_t(t)] -= scale;
+      }
+      bf16* d = reinterpret_cast<bf16*>(z);  // over the row's first half
+      for (int v = 0; v < V; ++v) d[v] = to_bf16(row[size_t(v)]);
+    }
   }
 }
 

@@ -1,13 +1,16 @@
 #include "kernels/norm.h"
 
+#include <omp.h>
+
 #include <cmath>
+#include <vector>
 
 #include "core/parallel.h"
 
 namespace zaya {
 
 template <class T>
-void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int D, double eps) {
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int D, double eps, bf16* out16) {
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
     const T* xi = x + size_t(i) * D;
@@ -18,6 +21,10 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int D, doub
     T r = T(1.0 / std::sqrt(ss / D + eps));
     rstd[i] = r;
     for (int d = 0; d < D; ++d) oi[d] = w[d] * (xi[d] * r);
+    if (out16) {
+      bf16* o16 = out16 + size_t(i) * D;
+      for (int d = 0; d < D; ++d) o16[d] = to_bf16(float(oi[d]));
+    }
   });
 }
 
@@ -132,6 +139,67 @@ void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T*
 }
 
 template <class T>
+void merge_norm_backward(T* dh, T* dr, T* dw, T* dhs, T* dhb, T* drs, T* drb, const T* dx, const T* dres,
+                         const T* res, const T* w, const T* rstd, const T* h, const T* r, const T* hs, const T* hb,
+                         const T* rs, const T* rb, int N, int D) {
+  const int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
+  // Per thread: dw terms, column sums of the gradient g of res, of g*h and of g*r.
+  std::vector<T> part(size_t(nth) * 4 * D, T(0));
+#pragma omp parallel num_threads(nth)
+  {
+    T* acc = part.data() + size_t(omp_get_thread_num()) * 4 * D;
+    T *aw = acc, *ag = acc + D, *ah = acc + 2 * size_t(D), *ar = acc + 3 * size_t(D);
+    std::vector<T> g(static_cast<size_t>(D));
+#pragma omp for schedule(static)
+    for (int i = 0; i < N; ++i) {
+      const size_t o = size_t(i) * D;
+      const T* xi = res + o;
+      const T* gi = dx + o;
+      const T rr = rstd[i];
+      double dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int d = 0; d < D; ++d) dot += double(gi[d]) * w[d] * xi[d];
+      const T c = T(dot / D) * rr * rr;
+      const T* di = dres ? dres + o : nullptr;
+      for (int d = 0; d < D; ++d) {  // rmsnorm_backward's dx term, added to the skip path's gradient
+        const T t = rr * (gi[d] * w[d] - xi[d] * c);
+        g[size_t(d)] = di ? di[d] + t : t;
+        aw[d] += gi[d] * xi[d] * rr;
+      }
+      const T* hi = h + o;
+      T* dhi = dh + o;
+      for (int d = 0; d < D; ++d) {
+        dhi[d] = hs ? g[size_t(d)] * hs[d] : g[size_t(d)];
+        ag[d] += g[size_t(d)];
+        ah[d] += g[size_t(d)] * hi[d];
+      }
+      if (dr) {
+        const T* ri = r + o;
+        T* dri = dr + o;
+        for (int d = 0; d < D; ++d) {
+          dri[d] = rs ? g[size_t(d)] * rs[d] : g[size_t(d)];
+          ar[d] += g[size_t(d)] * ri[d];
+        }
+      }
+    }
+  }
+  for (int t = 0; t < nth; ++t) {
+    const T* acc = part.data() + size_t(t) * 4 * D;
+    for (int d = 0; d < D; ++d) {
+      dw[d] += acc[d];
+      if (!hs) continue;
+      const T gs = acc[D + d];
+      dhs[d] += acc[2 * size_t(D) + d] + hb[d] * gs;
+      dhb[d] += hs[d] * gs;
+      if (dr && drs) {
+        drs[d] += acc[3 * size_t(D) + d] + rb[d] * gs;
+        drb[d] += rs[d] * gs;
+      }
+    }
+  }
+}
+
+template <class T>
 void embedding_forward(T* out, const int32_t* ids, const T* table, int N, int D) {
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
@@ -151,12 +219,15 @@ void embedding_backward(T* dtable, const T* dout, const int32_t* ids, int N, int
 }
 
 #define ZAYA_INST(T)                                                                                              \
-  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int, int, double);                                 \
+  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int, int, double, bf16*);                                 \
   template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int);                    \
   template void colsum_product<T>(T*, const T*, const T*, int, int, int, int);                                    \
   template void res_merge_forward<T>(T*, const T*, const T*, const T*, const T*, const T*, const T*, int, int);   \
   template void res_merge_backward<T>(T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,   \
                                       const T*, const T*, int, int);                                              \
+  template void merge_norm_backward<T>(T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,         \
+                                       const T*, const T*, const T*, const T*, const T*, const T*, const T*, int,   \
+                                       int);                                                                        \
   template void embedding_forward<T>(T*, const int32_t*, const T*, int, int);                                     \
   template void embedding_backward<T>(T*, const T*, const int32_t*, int, int);
 ZAYA_INST(float)

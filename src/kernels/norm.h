@@ -4,11 +4,14 @@
 #pragma once
 #include <cstdint>
 
+#include "core/bf16.h"
+
 namespace zaya {
 
-// out[N,D] = w * x / sqrt(mean(x^2) + eps); rstd[N] saved for backward.
+// out[N,D] = w * x / sqrt(mean(x^2) + eps); rstd[N] saved for backward. out16 (nullable):
+// the same rows rounded to bf16 in the same pass (the bf16 products' copy, kernels/gemm.h).
 template <class T>
-void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int D, double eps);
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int D, double eps, bf16* out16 = nullptr);
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const T* rstd, int N, int D);
 
@@ -22,6 +25,18 @@ void res_merge_forward(T* res_out, const T* h, const T* res, const T* hs, const 
 template <class T>
 void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T* dout, const T* h, const T* res,
                         const T* hs, const T* hb, const T* rs, const T* rb, int N, int D);
+
+// The backward of a sub-layer's entry, fused: res = res_merge(h, r) then x = rmsnorm(res).
+// From dx (gradient of x) and dres (nullable: the gradient reaching res from the layers
+// above), one pass over the rows OVERWRITES dh and dr (dr nullable when r was null) with
+// the gradients of h and r, and ACCUMULATES dw and dhs/dhb/drs/drb (nullable as in
+// res_merge_backward). res and rstd are the forward's. Column sums go through per-thread
+// partials reduced in thread order (the same result for the same thread count). It reads
+// each row once where rmsnorm_backward + res_merge_backward made six passes.
+template <class T>
+void merge_norm_backward(T* dh, T* dr, T* dw, T* dhs, T* dhb, T* drs, T* drb, const T* dx, const T* dres,
+                         const T* res, const T* w, const T* rstd, const T* h, const T* r, const T* hs, const T* hb,
+                         const T* rs, const T* rb, int N, int D);
 
 // out[N,D] = table[ids[i]].
 template <class T>

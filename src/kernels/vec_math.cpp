@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 
 extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512);  // glibc libmvec
+extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_erff(__m512);  // glibc >= 2.35
 
 namespace zaya {
 
@@ -60,7 +61,85 @@ __attribute__((target("avx512f"))) void exp_scale_avx512(float* y, const float* 
   }
 }
 
+__attribute__((target("avx512f"))) void swiglu_avx512(float* a, const float* g, const float* u, int n) {
+  const __m512 one = _mm512_set1_ps(1.f), zero = _mm512_setzero_ps();
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 gv = _mm512_maskz_loadu_ps(k, g + i), uv = _mm512_maskz_loadu_ps(k, u + i);
+    const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(zero, gv));
+    _mm512_mask_storeu_ps(a + i, k, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), uv));
+  }
+}
+
+__attribute__((target("avx512f"))) void swiglu_backward_avx512(float* dg, float* du, const float* da, const float* g,
+                                                                const float* u, int n) {
+  const __m512 one = _mm512_set1_ps(1.f), zero = _mm512_setzero_ps();
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 gv = _mm512_maskz_loadu_ps(k, g + i), uv = _mm512_maskz_loadu_ps(k, u + i);
+    const __m512 dav = _mm512_maskz_loadu_ps(k, da + i);
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, _ZGVeN16v_expf(_mm512_sub_ps(zero, gv))));
+    const __m512 silu = _mm512_mul_ps(gv, s);
+    // da * up * s * (1 + g * (1 - s)), in the scalar loop's order
+    const __m512 t = _mm512_add_ps(one, _mm512_mul_ps(gv, _mm512_sub_ps(one, s)));
+    _mm512_mask_storeu_ps(dg + i, k, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dav, uv), s), t));
+    _mm512_mask_storeu_ps(du + i, k, _mm512_mul_ps(dav, silu));
+  }
+}
+
+constexpr float kSqrtHalf = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
+
+__attribute__((target("avx512f"))) void gelu_avx512(float* y, const float* x, int n) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f), c = _mm512_set1_ps(kSqrtHalf);
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(k, x + i);
+    const __m512 e = _ZGVeN16v_erff(_mm512_mul_ps(xv, c));
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_mul_ps(half, xv), _mm512_add_ps(one, e)));
+  }
+}
+
+__attribute__((target("avx512f"))) void gelu_grad_avx512(float* dx, const float* dy, const float* x, int n) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f), c = _mm512_set1_ps(kSqrtHalf);
+  const __m512 mhalf = _mm512_set1_ps(-0.5f), ip = _mm512_set1_ps(kInvSqrt2Pi);
+  for (int i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(k, x + i), dyv = _mm512_maskz_loadu_ps(k, dy + i);
+    const __m512 cdf = _mm512_mul_ps(half, _mm512_add_ps(one, _ZGVeN16v_erff(_mm512_mul_ps(xv, c))));
+    const __m512 pdf = _mm512_mul_ps(_ZGVeN16v_expf(_mm512_mul_ps(_mm512_mul_ps(mhalf, xv), xv)), ip);
+    _mm512_mask_storeu_ps(dx + i, k, _mm512_mul_ps(dyv, _mm512_add_ps(cdf, _mm512_mul_ps(xv, pdf))));
+  }
+}
+
 }  // namespace
+
+void gelu_row(float* y, const float* x, int n) {
+  if (use_avx512()) return gelu_avx512(y, x, n);
+  for (int i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * kSqrtHalf));
+}
+
+void gelu_grad_row(float* dx, const float* dy, const float* x, int n) {
+  if (use_avx512()) return gelu_grad_avx512(dx, dy, x, n);
+  for (int i = 0; i < n; ++i) {
+    const float cdf = 0.5f * (1.f + std::erf(x[i] * kSqrtHalf));
+    const float pdf = std::exp(-0.5f * x[i] * x[i]) * kInvSqrt2Pi;
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+void swiglu_row(float* a, const float* g, const float* u, int n) {
+  if (use_avx512()) return swiglu_avx512(a, g, u, n);
+  for (int i = 0; i < n; ++i) a[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+}
+
+void swiglu_row_backward(float* dg, float* du, const float* da, const float* g, const float* u, int n) {
+  if (use_avx512()) return swiglu_backward_avx512(dg, du, da, g, u, n);
+  for (int i = 0; i < n; ++i) {
+    const float s = 1.f / (1.f + std::exp(-g[i])), silu = g[i] * s;
+    dg[i] = da[i] * u[i] * s * (1.f + g[i] * (1.f - s));
+    du[i] = da[i] * silu;
+  }
+}
 
 void vec_math_force_portable(bool on) { g_portable = on; }
 

@@ -12,6 +12,17 @@ float row_sum_exp(const float* x, int n, float shift);  // sum_i exp(x_i - shift
 // y_i = exp(x_i - shift) * scale; y may alias x.
 void row_exp_scale(float* y, const float* x, int n, float shift, float scale);
 
+// SwiGLU over one row: a_i = g_i / (1 + exp(-g_i)) * u_i, and its backward (overwrites dg,
+// du): s = 1 / (1 + exp(-g)), dg = da u s (1 + g (1 - s)), du = da g s. The scalar loops
+// left std::exp unvectorised: ~40% of the experts' elementwise time.
+void swiglu_row(float* a, const float* g, const float* u, int n);
+void swiglu_row_backward(float* dg, float* du, const float* da, const float* g, const float* u, int n);
+
+// Exact (erf) GELU over one row: y_i = 0.5 x_i (1 + erf(x_i / sqrt 2)); the gradient row
+// dx_i = dy_i (cdf_i + x_i pdf_i) (dx may alias dy). libmvec's erff where there is AVX-512.
+void gelu_row(float* y, const float* x, int n);
+void gelu_grad_row(float* dx, const float* dy, const float* x, int n);
+
 // Tests: run the portable loops even where AVX-512 is available.
 void vec_math_force_portable(bool on);
 

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -108,16 +109,23 @@ void cca_qk_mean(T* qk_pre, const T* conv_tall, const T* p, const ModelConfig& c
     const T* cr = conv_tall + (size_t(i / d.T) * z.Tr + i % d.T) * z.C;
     const T* pr = p + size_t(i) * z.C;
     T* qr = qk_pre + size_t(i) * z.C;
+    // Channel chunks of 64 innermost (unit stride, vectorised); each sum runs over j in order.
     for (int g = 0; g < z.Hk; ++g)
-      for (int e = 0; e < z.hd; ++e) {
-        const T k0 = pr[z.QD + g * z.hd + e];
-        T mk = 0;
+      for (int e0 = 0; e0 < z.hd; e0 += 64) {
+        const int ne = std::min(64, z.hd - e0);
+        const T* k0 = pr + z.QD + g * z.hd + e0;
+        T mk[64] = {};
         for (int j = g * z.G; j < (g + 1) * z.G; ++j) {
-          const T m = (pr[j * z.hd + e] + k0) * T(0.5);
-          qr[j * z.hd + e] = cr[j * z.hd + e] + m;
-          mk += m;
+          const T* pj = pr + j * z.hd + e0;
+          const T* cj = cr + j * z.hd + e0;
+          T* qj = qr + j * z.hd + e0;
+          for (int e = 0; e < ne; ++e) {
+            const T m = (pj[e] + k0[e]) * T(0.5);
+            qj[e] = cj[e] + m;
+            mk[e] += m;
+          }
         }
-        qr[z.QD + g * z.hd + e] = cr[z.QD + g * z.hd + e] + mk / T(z.G);
+        for (int e = 0; e < ne; ++e) qr[z.QD + g * z.hd + e0 + e] = cr[z.QD + g * z.hd + e0 + e] + mk[e] / T(z.G);
       }
   });
 }
@@ -285,15 +293,20 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
     std::memcpy(dcr, g, sizeof(T) * z.C);
     T* dpr = dp + i * z.C;
     for (int h = 0; h < z.Hk; ++h)
-      for (int e = 0; e < z.hd; ++e) {
-        const T gk = g[z.QD + h * z.hd + e] / T(z.G);
-        T dk0 = 0;
+      for (int e0 = 0; e0 < z.hd; e0 += 64) {  // as in cca_qk_mean: unit stride innermost
+        const int ne = std::min(64, z.hd - e0);
+        T gk[64], dk0[64] = {};
+        for (int e = 0; e < ne; ++e) gk[e] = g[z.QD + h * z.hd + e0 + e] / T(z.G);
         for (int j = h * z.G; j < (h + 1) * z.G; ++j) {
-          const T dm = (g[j * z.hd + e] + gk) * T(0.5);
-          dpr[j * z.hd + e] = dm;
-          dk0 += dm;
+          const T* gj = g + j * z.hd + e0;
+          T* dj = dpr + j * z.hd + e0;
+          for (int e = 0; e < ne; ++e) {
+            const T dm = (gj[e] + gk[e]) * T(0.5);
+            dj[e] = dm;
+            dk0[e] += dm;
+          }
         }
-        dpr[z.QD + h * z.hd + e] = dk0;
+        for (int e = 0; e < ne; ++e) dpr[z.QD + h * z.hd + e0 + e] = dk0[e];
       }
   });
   // 2. convolution

@@ -73,8 +73,15 @@ namespace {
 // Sets the model's weight mirror for the span of a forward or backward, then restores.
 struct MirrorScope {
   Bf16Mirror prev = gemm_bf16_mirror();
-  explicit MirrorScope(const Bf16Mirror& m) { gemm_set_bf16_mirror(m); }
-  ~MirrorScope() { gemm_set_bf16_mirror(prev); }
+  std::vector<Bf16Mirror> prev_acts = gemm_activation_mirrors();
+  explicit MirrorScope(const Bf16Mirror& m, const std::vector<Bf16Mirror>& acts = {}) {
+    gemm_set_bf16_mirror(m);
+    gemm_set_activation_mirrors(acts);
+  }
+  ~MirrorScope() {
+    gemm_set_bf16_mirror(prev);
+    gemm_set_activation_mirrors(prev_acts);
+  }
   MirrorScope(const MirrorScope&) = delete;
   MirrorScope& operator=(const MirrorScope&) = delete;
 };
@@ -157,6 +164,20 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     }
   bf16_for_backward_ = !params_bf16.empty();
   MirrorScope mirror(mirror_of(params, params_bf16));
+  act_mirrors_.clear();
+  // The bf16 copy of a norm's output rows (nullptr without bf16 GEMMs), listed as a mirror.
+  auto x16 = [&](size_t slot, const T* x) -> bf16* {
+    if constexpr (std::is_same_v<T, float>) {
+      if (params_bf16.empty() || !gemm_activation_copies_on()) return nullptr;
+      if (x16_.size() <= slot) x16_.resize(slot + 1);
+      x16_[slot].resize(size_t(N) * D);
+      act_mirrors_.push_back({x, size_t(N) * D, x16_[slot].data()});
+      return x16_[slot].data();
+    } else {
+      (void)slot, (void)x;
+      return nullptr;
+    }
+  };
   {
     ZAYA_PROFILE("embedding");
     embedding_forward(emb_ND_.data(), inputs, p(layout.embed), N, D);
@@ -174,7 +195,9 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
       ZAYA_PROFILE("res_merge+norm");
       res_merge_forward(a.res_ND.data(), h, res, opt(params, so.rs.hs_scale), opt(params, so.rs.hs_bias),
                         opt(params, so.rs.res_scale), opt(params, so.rs.res_bias), N, D);
-      rmsnorm_forward(a.x_ND.data(), a.rstd_N.data(), a.res_ND.data(), p(so.norm), N, D, c.norm_eps);
+      rmsnorm_forward(a.x_ND.data(), a.rstd_N.data(), a.res_ND.data(), p(so.norm), N, D, c.norm_eps,
+                      x16(size_t(n), a.x_ND.data()));
+      gemm_set_activation_mirrors(act_mirrors_);
     }
     if (so.attention) {
       cca_forward(a.out_ND.data(), a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0}, rope_, a.cca,
@@ -193,7 +216,9 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   const ResScaleOffsets& fr = layout.final_rs;
   res_merge_forward(res_final_ND_.data(), h, res, opt(params, fr.hs_scale), opt(params, fr.hs_bias),
                     opt(params, fr.res_scale), opt(params, fr.res_bias), N, D);
-  rmsnorm_forward(xf_ND_.data(), rstd_f_N_.data(), res_final_ND_.data(), p(layout.final_norm), N, D, c.norm_eps);
+  rmsnorm_forward(xf_ND_.data(), rstd_f_N_.data(), res_final_ND_.data(), p(layout.final_norm), N, D, c.norm_eps,
+                  x16(size_t(c.num_sublayers()), xf_ND_.data()));
+  gemm_set_activation_mirrors(act_mirrors_);
   {
     ZAYA_PROFILE("lm_head");
     gemm(Trans::N, Trans::T, N, V, D, T(1), xf_ND_.data(), D, p(layout.embed), D, T(0), logits_NV_.data(), V);
@@ -223,40 +248,52 @@ void Model<T>::backward(T loss_scale) {
   ZAYA_CHECK(N > 0, "backward() needs a forward() first");
   ZAYA_CHECK(!decoded_, "backward() after a decode forward is not supported");
   T* dW = grads.data();
-  MirrorScope mirror(bf16_for_backward_ ? mirror_of(params, params_bf16) : Bf16Mirror{});
+  MirrorScope mirror(bf16_for_backward_ ? mirror_of(params, params_bf16) : Bf16Mirror{},
+                     bf16_for_backward_ ? act_mirrors_ : std::vector<Bf16Mirror>{});
   bf16_current_ = bf16_for_backward_ = false;  // the caller updates params next
   // Loss and tied LM head (dlogits overwrite the logits buffer).
   T* dlogits = logits_NV_.data();
   const T scale = count_ ? loss_scale / T(count_) : T(0);
   {
     ZAYA_PROFILE("lm_head+loss");
-    {
-      ZAYA_PROFILE("cross_entropy");
-      cross_entropy_backward(dlogits, logits_NV_.data(), lse_N_.data(), targets_.data(), N, V, scale);
+    bool done = false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (gemm_activation_copies_on()) {
+        // bf16 products: the gradient is written once, in bf16, over the logits (leading
+        // dimension 2V), and both products read it as stored.
+        {
+          ZAYA_PROFILE("cross_entropy");
+          cross_entropy_backward_bf16_inplace(dlogits, lse_N_.data(), targets_.data(), N, V, scale);
+        }
+        ZAYA_PROFILE("lm_head");
+        const bf16* d16 = reinterpret_cast<const bf16*>(dlogits);
+        gemm_bf16_a(Trans::N, Trans::N, N, D, V, 1.f, d16, 2 * V, p(layout.embed), D, 0.f, dxf_ND_.data(), D);
+        gemm_bf16_a(Trans::T, Trans::N, V, D, N, 1.f, d16, 2 * V, xf_ND_.data(), D, 1.f, dW + layout.embed, D);
+        done = true;
+      }
     }
-    ZAYA_PROFILE("lm_head");
-    gemm(Trans::N, Trans::N, N, D, V, T(1), dlogits, V, p(layout.embed), D, T(0), dxf_ND_.data(), D);
-    gemm(Trans::T, Trans::N, V, D, N, T(1), dlogits, V, xf_ND_.data(), D, T(1), dW + layout.embed, D);
+    if (!done) {
+      {
+        ZAYA_PROFILE("cross_entropy");
+        cross_entropy_backward(dlogits, logits_NV_.data(), lse_N_.data(), targets_.data(), N, V, scale);
+      }
+      ZAYA_PROFILE("lm_head");
+      gemm(Trans::N, Trans::N, N, D, V, T(1), dlogits, V, p(layout.embed), D, T(0), dxf_ND_.data(), D);
+      gemm(Trans::T, Trans::N, V, D, N, T(1), dlogits, V, xf_ND_.data(), D, T(1), dW + layout.embed, D);
+    }
   }
-  // Final norm and merge.
-  int cur = 0;
-  T* dres = dres_[cur].data();
-  std::fill(dres, dres + size_t(N) * D, T(0));
-  rmsnorm_backward(dres, dW + layout.final_norm, dxf_ND_.data(), res_final_ND_.data(), p(layout.final_norm),
-                   rstd_f_N_.data(), N, D);
-  auto merge_back = [&](const ResScaleOffsets& rs, T* dh_prev, T* dres_prev, const T* dout, const T* h_in,
-                        const T* res_in) {
-    std::fill(dh_prev, dh_prev + size_t(N) * D, T(0));
-    if (dres_prev) std::fill(dres_prev, dres_prev + size_t(N) * D, T(0));
+  // Final norm and merge, then each sub-layer's entry: one fused pass (kernels/norm.h).
+  auto merge_norm_back = [&](const ResScaleOffsets& rs, size_t norm, T* dh_prev, T* dres_prev, const T* dx,
+                             const T* dres_in, const T* res_n, const T* rstd, const T* h_in, const T* res_in) {
     auto g = [&](size_t off) { return off == kNone ? nullptr : dW + off; };
-    res_merge_backward(dh_prev, dres_prev, g(rs.hs_scale), g(rs.hs_bias), g(rs.res_scale), g(rs.res_bias), dout,
-                       h_in, res_in, opt(params, rs.hs_scale), opt(params, rs.hs_bias), opt(params, rs.res_scale),
-                       opt(params, rs.res_bias), N, D);
+    merge_norm_backward(dh_prev, dres_prev, dW + norm, g(rs.hs_scale), g(rs.hs_bias), g(rs.res_scale),
+                        g(rs.res_bias), dx, dres_in, res_n, p(norm), rstd, h_in, res_in, opt(params, rs.hs_scale),
+                        opt(params, rs.hs_bias), opt(params, rs.res_scale), opt(params, rs.res_bias), N, D);
   };
   const int L2 = c.num_sublayers();
-  merge_back(layout.final_rs, dh_[1].data(), dres_[1].data(), dres, acts_[L2 - 1].out_ND.data(),
-             acts_[L2 - 1].res_ND.data());
-  cur = 1;  // invariant in the loop: dh_[cur] = d out_n, dres_[cur] = d res_n
+  merge_norm_back(layout.final_rs, layout.final_norm, dh_[1].data(), dres_[1].data(), dxf_ND_.data(), nullptr,
+                  res_final_ND_.data(), rstd_f_N_.data(), acts_[L2 - 1].out_ND.data(), acts_[L2 - 1].res_ND.data());
+  int cur = 1;  // invariant in the loop: dh_[cur] = d out_n, dres_[cur] = d res_n
   std::fill(dr_carry_NR_.begin(), dr_carry_NR_.end(), T(0));
   int moe_index = c.num_layers - 1;
   for (int n = L2 - 1; n >= 0; --n) {
@@ -277,10 +314,10 @@ void Model<T>::backward(T loss_scale) {
       --moe_index;
     }
     ZAYA_PROFILE("res_merge+norm");
-    rmsnorm_backward(dres_n, dW + so.norm, dx, a.res_ND.data(), p(so.norm), a.rstd_N.data(), N, D);
     const T* h_in = n > 0 ? acts_[n - 1].out_ND.data() : emb_ND_.data();
     const T* res_in = n > 0 ? acts_[n - 1].res_ND.data() : nullptr;
-    merge_back(so.rs, dh_[1 - cur].data(), n > 0 ? dres_[1 - cur].data() : nullptr, dres_n, h_in, res_in);
+    merge_norm_back(so.rs, so.norm, dh_[1 - cur].data(), n > 0 ? dres_[1 - cur].data() : nullptr, dx, dres_n,
+                    a.res_ND.data(), a.rstd_N.data(), h_in, res_in);
     cur = 1 - cur;
     if (grads_ready) grads_ready(sub_begin_[size_t(n)]);
   }

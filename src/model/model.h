@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "kernels/gemm.h"
 #include "kernels/activations.h"
 #include "model/cca.h"
 #include "model/moe.h"
@@ -99,6 +100,8 @@ class Model {
   void invalidate_bf16_weights() { bf16_current_ = false; }
   // Sizes params_bf16 when bf16 GEMMs are on (so an optimizer can write it); nullptr if off.
   bf16* bf16_weights();
+  // The norms' bf16 output copies the last forward listed (0 without activation copies).
+  size_t activation_copies() const { return act_mirrors_.size(); }
 
  private:
   int B_ = 0, S_ = 0, cap_B_ = 0, cap_T_ = 0, pos0_ = 0;
@@ -117,6 +120,10 @@ class Model {
   double aux_coeff_ = 0;
   bool bf16_current_ = false;    // marked current by the caller
   bool bf16_for_backward_ = false;  // the last forward filled or used params_bf16
+  // With bf16 GEMMs: the norms' outputs (each sub-layer's x, the final xf) in bf16, written by
+  // the norms and listed as activation mirrors (kernels/gemm.h) for forward and backward.
+  std::vector<std::vector<bf16>> x16_;
+  std::vector<Bf16Mirror> act_mirrors_;
 };
 
 }  // namespace zaya

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "core/profile.h"
 #include "kernels/activations.h"
@@ -26,6 +27,15 @@ void LocalExperts<T>::resize(const ModelConfig& c, int max_rows) {
 template <class T>
 void LocalExperts<T>::forward(int mi, const int64_t* counts, const T* x, T* y, const T* W, const MoeOffsets& o) {
   const int H = F / 2;
+  bf16* a16 = nullptr;  // with bf16 products, SwiGLU writes a's copy for fc2 (forward and dW)
+  std::optional<ActivationMirrorScope> mirror;
+  if constexpr (std::is_same_v<T, float>)
+    if (gemm_activation_copies_on()) {
+      a16_SH.resize(size_t(num_moe));
+      a16_SH[size_t(mi)].resize(a_SH[size_t(mi)].size());
+      a16 = a16_SH[size_t(mi)].data();
+      mirror.emplace(std::initializer_list<Bf16Mirror>{{a_SH[size_t(mi)].data(), a_SH[size_t(mi)].size(), a16}});
+    }
   size_t row = 0;
   for (int e = range.begin; e < range.end; ++e) {
     const int n = int(counts[e]);
@@ -34,7 +44,7 @@ void LocalExperts<T>::forward(int mi, const int64_t* counts, const T* x, T* y, c
     T* a = a_SH[mi].data() + row * H;
     const size_t le = size_t(e - range.begin);
     gemm(Trans::N, Trans::T, n, F, D, T(1), x + row * D, D, W + o.fc1[le], D, T(0), u, F);
-    swiglu_forward(a, u, n, F);
+    swiglu_forward(a, u, n, F, a16 ? a16 + row * H : nullptr);
     gemm(Trans::N, Trans::T, n, D, H, T(1), a, H, W + o.fc2[le], H, T(0), y + row * D, D);
     row += size_t(n);
   }
@@ -44,6 +54,17 @@ template <class T>
 void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const T* dy, T* dx, const T* W, T* dW,
                                const MoeOffsets& o) {
   const int H = F / 2;
+  bf16* du16 = nullptr;  // SwiGLU's backward writes du's copy for the two fc1 products
+  std::optional<ActivationMirrorScope> mirror;
+  if constexpr (std::is_same_v<T, float>)
+    if (gemm_activation_copies_on()) {
+      du16_SF.resize(du_SF.size());
+      du16 = du16_SF.data();
+      const bool have_a16 = a16_SH.size() > size_t(mi) && a16_SH[size_t(mi)].size() == a_SH[size_t(mi)].size();
+      mirror.emplace(std::initializer_list<Bf16Mirror>{
+          {du_SF.data(), du_SF.size(), du16},
+          {a_SH[size_t(mi)].data(), a_SH[size_t(mi)].size(), have_a16 ? a16_SH[size_t(mi)].data() : nullptr}});
+    }
   size_t row = 0;
   for (int e = range.begin; e < range.end; ++e) {
     const int n = int(counts[e]);
@@ -56,7 +77,7 @@ void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const 
     T* du = du_SF.data();
     gemm(Trans::N, Trans::N, n, H, D, T(1), dye, D, W + o.fc2[le], H, T(0), da, H);
     gemm(Trans::T, Trans::N, D, H, n, T(1), dye, D, a, H, T(1), dW + o.fc2[le], H);
-    swiglu_backward(du, da, u, n, F);
+    swiglu_backward(du, da, u, n, F, du16);
     gemm(Trans::T, Trans::N, F, D, n, T(1), du, F, x + row * D, D, T(1), dW + o.fc1[le], D);
     gemm(Trans::N, Trans::N, n, D, F, T(1), du, F, W + o.fc1[le], D, T(0), dx + row * D, D);
     row += size_t(n);
@@ -184,12 +205,27 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
     }
     s.aux_loss *= s.aux_coeff * NC;
   }
+  // With bf16 products, x's copy (written by the norm) is gathered alongside: xs16 feeds fc1
+  // forward and its dW product without rounding.
+  const bf16* x16 = nullptr;
+  if constexpr (std::is_same_v<T, float>)
+    if (gemm_activation_copies_on()) x16 = gemm_activation_copy(x, size_t(N) * D);
+  s.xs16_valid = x16 != nullptr;
+  if (x16) s.xs16_SD.resize(s.xs_SD.size());
 #pragma omp parallel for schedule(static)
   for (size_t q = 0; q < size_t(N) * K; ++q)
-    if (rows[q] >= 0) std::memcpy(&s.xs_SD[size_t(rows[q]) * D], x + (q / K) * D, sizeof(T) * D);
+    if (rows[q] >= 0) {
+      std::memcpy(&s.xs_SD[size_t(rows[q]) * D], x + (q / K) * D, sizeof(T) * D);
+      if (x16) std::memcpy(&s.xs16_SD[size_t(rows[q]) * D], x16 + (q / K) * D, sizeof(bf16) * D);
+    }
   zone.reset();
   zone.emplace("experts");
-  experts.forward(mi, s.counts_E.data(), s.xs_SD.data(), s.ys_SD.data(), W, o);
+  {
+    std::optional<ActivationMirrorScope> mirror;
+    if constexpr (std::is_same_v<T, float>)
+      if (x16) mirror.emplace(std::initializer_list<Bf16Mirror>{{s.xs_SD.data(), s.xs_SD.size(), s.xs16_SD.data()}});
+    experts.forward(mi, s.counts_E.data(), s.xs_SD.data(), s.ys_SD.data(), W, o);
+  }
   zone.reset();
   zone.emplace("dispatch+combine");
   // Combine: out = sum over slots of gate * (expert output, or x for the skip class).
@@ -213,9 +249,16 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
   const int D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
   const RouterOffsets& ro = o.router;
   const auto& rows = s.slot_row_NK;
-  // Combine backward: gate gradients and expert-output gradients.
+  // Combine backward: gate gradients and expert-output gradients (dys also in bf16 for the
+  // two fc2 products, with bf16 products on).
   std::optional<prof::Zone> zone;
   zone.emplace("dispatch+combine");
+  bf16* dys16 = nullptr;
+  if constexpr (std::is_same_v<T, float>)
+    if (gemm_activation_copies_on()) {
+      k.dys16_SD.resize(k.dys_SD.size());
+      dys16 = k.dys16_SD.data();
+    }
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     const T* gi = dout + size_t(i) * D;
@@ -228,12 +271,22 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
       if (rows[q] >= 0) {
         T* dy = &k.dys_SD[size_t(rows[q]) * D];
         for (int d = 0; d < D; ++d) dy[d] = s.gate_NK[q] * gi[d];
+        if (dys16)
+          for (int d = 0; d < D; ++d) dys16[size_t(rows[q]) * D + d] = to_bf16(float(dy[d]));
       }
     }
   }
   zone.reset();
   zone.emplace("experts");
-  experts.backward(mi, s.counts_E.data(), s.xs_SD.data(), k.dys_SD.data(), k.dxs_SD.data(), W, dW, o);
+  {
+    std::optional<ActivationMirrorScope> mirror;
+    if constexpr (std::is_same_v<T, float>)
+      if (dys16)
+        mirror.emplace(std::initializer_list<Bf16Mirror>{
+            {k.dys_SD.data(), k.dys_SD.size(), dys16},
+            {s.xs_SD.data(), s.xs_SD.size(), s.xs16_valid ? s.xs16_SD.data() : nullptr}});
+    experts.backward(mi, s.counts_E.data(), s.xs_SD.data(), k.dys_SD.data(), k.dxs_SD.data(), W, dW, o);
+  }
   zone.reset();
   zone.emplace("dispatch+combine");
 #pragma omp parallel for schedule(static)

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/bf16.h"
+
 #include "model/params.h"
 
 namespace zaya {
@@ -30,6 +32,10 @@ struct LocalExperts : ExpertCompute<T> {
   ExpertRange range;
   std::vector<std::vector<T>> u_SF, a_SH;  // per MoE sub-layer, saved for backward
   std::vector<T> da_SH, du_SF;             // scratch
+  // With bf16 products (gemm_activation_copies_on): a and du also in bf16, written by SwiGLU and read
+  // by the products as activation mirrors (kernels/gemm.h); empty otherwise.
+  std::vector<std::vector<bf16>> a16_SH;
+  std::vector<bf16> du16_SF;
   int num_moe = 0;
   int D = 0, F = 0;
   explicit LocalExperts(ExpertRange r, int num_moe_layers) : range(r), num_moe(num_moe_layers) {}
@@ -52,6 +58,8 @@ struct MoeSaved {
   std::vector<int64_t> counts_E;    // rows per routed expert (global expert index)
   std::vector<int64_t> class_counts;// tokens per class incl. skip (load statistics)
   std::vector<T> xs_SD, ys_SD;      // expert-sorted inputs and outputs
+  std::vector<bf16> xs16_SD;        // xs in bf16, from x's copy (bf16 products only)
+  bool xs16_valid = false;          // the last forward wrote xs16_SD
   double min_margin = 1e300;        // smallest gap between the k-th and (k+1)-th biased score
   double aux_coeff = 0;             // Switch load-balancing loss coefficient (0: off)
   double aux_loss = 0;              // coeff * NC * sum_e f_e * P_e of the last forward
@@ -61,6 +69,7 @@ struct MoeSaved {
 template <class T>
 struct MoeScratch {
   std::vector<T> dys_SD, dxs_SD, dgate_NK, dprob_NE, dlogit_NE, dh2_NR, dh0_NR, dzn_NR, dr_NR;
+  std::vector<bf16> dys16_SD;  // dys in bf16 (bf16 products only)
   void resize(const ModelConfig& c, int N);
 };
 

@@ -100,29 +100,40 @@ bool Optimizer::decays(const ParamInfo& p) const {
   return p.decay() || (s_.decay_embeddings && p.role == ParamRole::Embedding);
 }
 
-// torch.optim.AdamW's arithmetic, in fp32, in its order.
+// torch.optim.AdamW's arithmetic, in fp32, in its order. A plain function over restrict
+// pointers and by-value scalars: inside a capturing lambda the outlined OpenMP body read
+// every operand through the closure and GCC left the loop scalar (3.5x slower than the
+// memory traffic allows).
+template <bool kWrite16>
+static void adamw_kernel(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+                         bf16* __restrict p16, size_t n, float keep, float b1, float b2, float step_size,
+                         float bc2_sqrt, float eps, float gsf) {
+  const float one_b1 = 1.f - b1, one_b2 = 1.f - b2;
+#pragma omp parallel for simd schedule(static) if (n > 16384)
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i] * gsf;
+    float pi = p[i] * keep;
+    const float mi = m[i] + one_b1 * (gi - m[i]);
+    const float vi = v[i] * b2 + one_b2 * gi * gi;
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+    pi -= step_size * (mi / denom);
+    p[i] = pi;
+    m[i] = mi;
+    v[i] = vi;
+    if constexpr (kWrite16) p16[i] = to_bf16(pi);
+  }
+}
+
 void Optimizer::adamw_span(float* p, const float* g, float* m, float* v, size_t n, double lr, double wd,
                            double gs, bf16* p16) const {
   const float b1 = float(s_.adamw.beta1), b2 = float(s_.adamw.beta2);
   const double bc1 = 1 - std::pow(s_.adamw.beta1, double(t_)), bc2 = 1 - std::pow(s_.adamw.beta2, double(t_));
   const float step_size = float(lr / bc1), bc2_sqrt = float(std::sqrt(bc2)), eps = float(s_.adamw.eps);
-  const float keep = float(1 - lr * wd), gsf = float(gs), one_b1 = 1.f - b1, one_b2 = 1.f - b2;
-  auto update = [&](auto write16) {
-#pragma omp parallel for simd schedule(static) if (n > 16384)
-    for (size_t i = 0; i < n; ++i) {
-      const float gi = g[i] * gsf;
-      p[i] *= keep;
-      m[i] += one_b1 * (gi - m[i]);
-      v[i] = v[i] * b2 + one_b2 * gi * gi;
-      const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-      p[i] -= step_size * (m[i] / denom);
-      if constexpr (decltype(write16)::value) p16[i] = to_bf16(p[i]);
-    }
-  };
+  const float keep = float(1 - lr * wd), gsf = float(gs);
   if (p16)
-    update(std::true_type{});
+    adamw_kernel<true>(p, g, m, v, p16, n, keep, b1, b2, step_size, bc2_sqrt, eps, gsf);
   else
-    update(std::false_type{});
+    adamw_kernel<false>(p, g, m, v, nullptr, n, keep, b1, b2, step_size, bc2_sqrt, eps, gsf);
 }
 
 // Moonlight's Muon: buf = mu buf + g; u = g + mu buf (Nesterov) or buf; u = NS5(u);
