@@ -102,7 +102,10 @@ std::vector<std::vector<ContinuationScore>> Engine::score_many(const std::vector
         pending[k]++;
       }
   if (!ctx_dec_) ctx_dec_ = std::make_unique<InferDecoder>(m_, 1, max_len_);
-  size_t prefilled = 0, done = 0;  // order[0, prefilled) have had their context run
+  size_t prefilled = 0, done = 0, told = size_t(-1);  // order[0, prefilled) have had their context run
+  auto report = [&] {
+    if (progress && done != told) progress(told = done);
+  };
   auto prefill_to = [&](size_t k_end) {
     for (; prefilled < k_end; ++prefilled) {
       const size_t i = order[prefilled];
@@ -165,10 +168,10 @@ std::vector<std::vector<ContinuationScore>> Engine::score_many(const std::vector
     for (size_t r = r0; r < r1; ++r)
       if (--pending[rows[r].k] == 0) done++;
     r0 = r1;
-    if (progress) progress(done);
+    report();
   }
   prefill_to(order.size());
-  if (progress) progress(done);
+  report();
   for (const ScoreRequest& r : reqs) {
     for (const auto& c : *r.conts) stats_.continuation_tokens += c.size();
     stats_.continuations += r.conts->size();
