@@ -116,8 +116,8 @@ TEST(GemmBf16, MirroredOperandsAreReadFromTheMirror) {
 }
 
 // Activation copies (ActivationMirrorScope) are read like the weights' mirror, for A and for
-// B, also through a zero-padded depth (an activation-by-activation product); gemm_bf16_a reads
-// its bf16 A as stored. Leaving the scope goes back to rounding.
+// B, also through a zero-padded depth (an activation-by-activation product); gemm_bf16 reads
+// bf16 operands as stored. Leaving the scope goes back to rounding.
 TEST(GemmBf16, ActivationCopiesAndBf16OperandsAreReadAsStored) {
   if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
   const int M = 70, N = 16, K = 40;  // a row tail; K not a multiple of 64: padded when A^T B
@@ -141,11 +141,16 @@ TEST(GemmBf16, ActivationCopiesAndBf16OperandsAreReadAsStored) {
   }
   EXPECT_EQ(gemm_activation_copy(x.data(), x.size()), nullptr);
   EXPECT_EQ(prod(Trans::N, x.data(), K, W.data(), K, M, N, K, Trans::T), y_plain);
-  // gemm_bf16_a over the exact rounding: the same product, bit for bit, in both layouts.
+  // gemm_bf16 over the exact rounding: the same product, bit for bit, in both layouts, with
+  // the bf16 operand as A or as B (and the padded depth).
   std::vector<float> y(size_t(M) * N), d(size_t(K) * N);
-  gemm_bf16_a(Trans::N, Trans::T, M, N, K, 1.f, x16.data(), K, W.data(), K, 0.f, y.data(), N);
+  gemm_bf16(Trans::N, Trans::T, M, N, K, 1.f, {nullptr, x16.data(), K}, {W.data(), nullptr, K}, 0.f, y.data(), N);
   EXPECT_EQ(y, y_plain);
-  gemm_bf16_a(Trans::T, Trans::N, K, N, M, 1.f, x16.data(), K, x2.data(), N, 0.f, d.data(), N);
+  gemm_bf16(Trans::T, Trans::N, K, N, M, 1.f, {nullptr, x16.data(), K}, {x2.data(), nullptr, N}, 0.f, d.data(), N);
+  EXPECT_EQ(d, d_plain);
+  std::vector<bf16> x2_16(x2.size());
+  for (size_t i = 0; i < x2.size(); ++i) x2_16[i] = to_bf16(x2[i]);
+  gemm_bf16(Trans::T, Trans::N, K, N, M, 1.f, {x.data(), nullptr, K}, {nullptr, x2_16.data(), N}, 0.f, d.data(), N);
   EXPECT_EQ(d, d_plain);
 }
 

@@ -52,15 +52,19 @@ void gelu_backward(T* dpre, const T* dy, const T* pre, size_t n) {
 template <class T>
 void swiglu_forward(T* a, const T* u, int N, int F, bf16* a16) {
   const int H = F / 2;
+  ZAYA_CHECK(a || (a16 && std::is_same_v<T, float>), "swiglu_forward: no output");
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
     const T* ui = u + size_t(i) * F;
-    T* ai = a + size_t(i) * H;
     if constexpr (std::is_same_v<T, float>) {  // vector expf (kernels/vec_math.h)
+      thread_local std::vector<float> row;  // a's row when only its bf16 copy is kept
+      if (!a) row.resize(size_t(H));
+      float* ai = a ? a + size_t(i) * H : row.data();
       swiglu_row(ai, ui, ui + H, H);
       if (a16)
         for (int j = 0; j < H; ++j) a16[size_t(i) * H + j] = to_bf16(ai[j]);
     } else {
+      T* ai = a + size_t(i) * H;
       for (int j = 0; j < H; ++j) {
         T g = ui[j];
         ai[j] = g / (T(1) + std::exp(-g)) * ui[H + j];
@@ -72,16 +76,20 @@ void swiglu_forward(T* a, const T* u, int N, int F, bf16* a16) {
 template <class T>
 void swiglu_backward(T* du, const T* da, const T* u, int N, int F, bf16* du16) {
   const int H = F / 2;
+  ZAYA_CHECK(du || (du16 && std::is_same_v<T, float>), "swiglu_backward: no output");
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
     const T* ui = u + size_t(i) * F;
     const T* dai = da + size_t(i) * H;
-    T* dui = du + size_t(i) * F;
     if constexpr (std::is_same_v<T, float>) {
+      thread_local std::vector<float> row;  // du's row when only its bf16 copy is kept
+      if (!du) row.resize(size_t(F));
+      float* dui = du ? du + size_t(i) * F : row.data();
       swiglu_row_backward(dui, dui + H, dai, ui, ui + H, H);
       if (du16)
         for (int j = 0; j < F; ++j) du16[size_t(i) * F + j] = to_bf16(dui[j]);
     } else {
+      T* dui = du + size_t(i) * F;
       for (int j = 0; j < H; ++j) {
         T g = ui[j], up = ui[H + j];
         T s = T(1) / (T(1) + std::exp(-g));

@@ -17,10 +17,11 @@ void gelu_backward(T* dpre, const T* dy, const T* pre, size_t n);  // dpre = dy 
 
 // a[N, F/2] = silu(u[:, :F/2]) * u[:, F/2:]
 template <class T>
-void swiglu_forward(T* a, const T* u, int N, int F, bf16* a16 = nullptr);  // a16: a in bf16 too
+// a16 (nullable): a in bf16 too; with a16, a may be null (only the bf16 copy is kept; float).
+void swiglu_forward(T* a, const T* u, int N, int F, bf16* a16 = nullptr);
 template <class T>
-void swiglu_backward(T* du, const T* da, const T* u, int N, int F,
-                     bf16* du16 = nullptr);  // overwrites du (and du16: du in bf16)
+// Overwrites du, and du16 (nullable: du in bf16; with du16, du may be null; float).
+void swiglu_backward(T* du, const T* da, const T* u, int N, int F, bf16* du16 = nullptr);
 
 // Row softmax over [N, K], computed in at least fp32.
 template <class T>

@@ -217,9 +217,11 @@ constexpr int kRowStep = 64, kTailStep = 16, kDepthStep = 64;
 
 int round_up(int x, int step) { return (x + step - 1) / step * step; }
 
-// a16 (nullable): A already in bf16 (leading dim lda), used as stored like a mirror copy.
+// a16_given / b16_given (nullable): that operand already in bf16 (leading dim lda / ldb),
+// used as stored like a mirror copy (A / B may then be null).
 void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc, const bf16* a16_given = nullptr) {
+               int lda, const float* B, int ldb, float beta, float* C, int ldc, const bf16* a16_given = nullptr,
+               const bf16* b16_given = nullptr) {
   if (prec != GemmPrecision::BF16)
     return dnnl_execute(dnnl::memory::data_type::f32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   static thread_local std::vector<bf16> abuf, bbuf, tbuf;
@@ -228,7 +230,8 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
   const int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
   // A product with a weight has a model dimension for K; only activation-by-activation
   // products (dW = dY^T X over the tokens an expert got) need the padding.
-  const bf16 *ma = a16_given ? a16_given : mirrored(A, ar, ac, lda), *mb = mirrored(B, br, bc, ldb);
+  const bf16 *ma = a16_given ? a16_given : mirrored(A, ar, ac, lda);
+  const bf16* mb = b16_given ? b16_given : mirrored(B, br, bc, ldb);
   const bool weight = mirror_lookup(g_mirror, A, ar, ac, lda) || mirror_lookup(g_mirror, B, br, bc, ldb);
   const int Kp = K % kDepthStep && !weight ? round_up(K, kDepthStep) : K;
   long la = 0, lb = 0;
@@ -305,13 +308,15 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
   record_gemm(t0, M, N, K);
 }
 
-void gemm_bf16_a(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, int lda, const float* B,
-                 int ldb, float beta, float* C, int ldc) {
-  ZAYA_CHECK(bf16_gemm_supported(), "gemm_bf16_a: this CPU has no AVX512-BF16/AMX");
+void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, GemmOperand A, GemmOperand B, float beta,
+               float* C, int ldc) {
+  ZAYA_CHECK(bf16_gemm_supported(), "gemm_bf16: this CPU has no AVX512-BF16/AMX");
+  ZAYA_CHECK((A.f32 || A.b16) && (B.f32 || B.b16), "gemm_bf16: an operand has no data");
   if (M == 0 || N == 0) return;
-  ZAYA_CHECK(K > 0, "gemm_bf16_a: K must be positive");
+  ZAYA_CHECK(K > 0, "gemm_bf16: K must be positive");
   const GemmT0 t0 = gemm_t0();
-  dnnl_gemm(GemmPrecision::BF16, ta, tb, M, N, K, alpha, nullptr, lda, B, ldb, beta, C, ldc, A);
+  dnnl_gemm(GemmPrecision::BF16, ta, tb, M, N, K, alpha, A.b16 ? nullptr : A.f32, A.ld, B.b16 ? nullptr : B.f32, B.ld,
+            beta, C, ldc, A.b16, B.b16);
   record_gemm(t0, M, N, K);
 }
 

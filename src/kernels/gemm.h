@@ -38,11 +38,17 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
                float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C,
                int ldc);
 
-// bf16 products with A given in bf16 as stored (an activation written in bf16 by the op that
-// produced it: no rounding pass here), B fp32 (its mirror copy, or rounded). fp32
-// accumulation and output: C = alpha op(A) op(B) + beta C. Needs bf16_gemm_supported().
-void gemm_bf16_a(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, int lda, const float* B,
-                 int ldb, float beta, float* C, int ldc);
+// An operand of gemm_bf16: fp32 (rounded, or read from a mirror) or bf16 as stored (an
+// activation written in bf16 by the op that produced it, possibly kept only in bf16).
+struct GemmOperand {
+  const float* f32 = nullptr;
+  const bf16* b16 = nullptr;
+  int ld = 0;
+};
+// A bf16 product, fp32 accumulation and output: C = alpha op(A) op(B) + beta C. Needs
+// bf16_gemm_supported().
+void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, GemmOperand A, GemmOperand B, float beta,
+               float* C, int ldc);
 
 // bf16 copies of fp32 arrays for the bf16 GEMMs: while a mirror is set, an operand that lies
 // wholly inside [base, base + n) is read from data[operand - base] instead of being rounded

@@ -267,8 +267,10 @@ void Model<T>::backward(T loss_scale) {
         }
         ZAYA_PROFILE("lm_head");
         const bf16* d16 = reinterpret_cast<const bf16*>(dlogits);
-        gemm_bf16_a(Trans::N, Trans::N, N, D, V, 1.f, d16, 2 * V, p(layout.embed), D, 0.f, dxf_ND_.data(), D);
-        gemm_bf16_a(Trans::T, Trans::N, V, D, N, 1.f, d16, 2 * V, xf_ND_.data(), D, 1.f, dW + layout.embed, D);
+        gemm_bf16(Trans::N, Trans::N, N, D, V, 1.f, {nullptr, d16, 2 * V}, {p(layout.embed), nullptr, D}, 0.f,
+                  dxf_ND_.data(), D);
+        gemm_bf16(Trans::T, Trans::N, V, D, N, 1.f, {nullptr, d16, 2 * V}, {xf_ND_.data(), nullptr, D}, 1.f,
+                  dW + layout.embed, D);
         done = true;
       }
     }

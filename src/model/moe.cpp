@@ -5,6 +5,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "core/error.h"
 #include "core/profile.h"
 #include "kernels/activations.h"
 #include "kernels/gemm.h"
@@ -18,33 +19,56 @@ template <class T>
 void LocalExperts<T>::resize(const ModelConfig& c, int max_rows) {
   D = c.hidden_size;
   F = c.ffn_hidden_size;
+  rows = max_rows;
   u_SF.assign(num_moe, std::vector<T>(size_t(max_rows) * F));
-  a_SH.assign(num_moe, std::vector<T>(size_t(max_rows) * F / 2));
   da_SH.assign(size_t(max_rows) * F / 2, 0);
-  du_SF.assign(size_t(max_rows) * F, 0);
+  // a and du exist in fp32 or in bf16, as the products are (allocated by forward/backward).
+  a_SH.assign(num_moe, {});
+  du_SF.clear();
+  a16_SH.assign(num_moe, {});
+  du16_SF.clear();
+}
+
+// With activation copies on (bf16 products), a and du are kept only in bf16: SwiGLU writes
+// them and the products read them as stored (gemm_bf16). Otherwise fp32, through gemm().
+template <class T>
+static bool bf16_only() {
+  if constexpr (std::is_same_v<T, float>) return gemm_activation_copies_on();
+  return false;
 }
 
 template <class T>
 void LocalExperts<T>::forward(int mi, const int64_t* counts, const T* x, T* y, const T* W, const MoeOffsets& o) {
   const int H = F / 2;
-  bf16* a16 = nullptr;  // with bf16 products, SwiGLU writes a's copy for fc2 (forward and dW)
-  std::optional<ActivationMirrorScope> mirror;
-  if constexpr (std::is_same_v<T, float>)
-    if (gemm_activation_copies_on()) {
-      a16_SH.resize(size_t(num_moe));
-      a16_SH[size_t(mi)].resize(a_SH[size_t(mi)].size());
-      a16 = a16_SH[size_t(mi)].data();
-      mirror.emplace(std::initializer_list<Bf16Mirror>{{a_SH[size_t(mi)].data(), a_SH[size_t(mi)].size(), a16}});
-    }
+  const bool b16 = bf16_only<T>();
+  auto& a_all = a_SH[size_t(mi)];
+  auto& a16_all = a16_SH[size_t(mi)];
+  if (b16) {
+    a_all = {};
+    a16_all.resize(size_t(rows) * H);
+  } else {
+    a16_all = {};
+    a_all.resize(size_t(rows) * H);
+  }
   size_t row = 0;
   for (int e = range.begin; e < range.end; ++e) {
     const int n = int(counts[e]);
     if (n == 0) continue;
     T* u = u_SF[mi].data() + row * F;
-    T* a = a_SH[mi].data() + row * H;
     const size_t le = size_t(e - range.begin);
     gemm(Trans::N, Trans::T, n, F, D, T(1), x + row * D, D, W + o.fc1[le], D, T(0), u, F);
-    swiglu_forward(a, u, n, F, a16 ? a16 + row * H : nullptr);
+    if constexpr (std::is_same_v<T, float>) {
+      if (b16) {
+        bf16* a16 = a16_all.data() + row * H;
+        swiglu_forward((T*)nullptr, u, n, F, a16);
+        gemm_bf16(Trans::N, Trans::T, n, D, H, 1.f, {nullptr, a16, H}, {W + o.fc2[le], nullptr, H}, 0.f, y + row * D,
+                  D);
+        row += size_t(n);
+        continue;
+      }
+    }
+    T* a = a_all.data() + row * H;
+    swiglu_forward(a, u, n, F);
     gemm(Trans::N, Trans::T, n, D, H, T(1), a, H, W + o.fc2[le], H, T(0), y + row * D, D);
     row += size_t(n);
   }
@@ -54,30 +78,43 @@ template <class T>
 void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const T* dy, T* dx, const T* W, T* dW,
                                const MoeOffsets& o) {
   const int H = F / 2;
-  bf16* du16 = nullptr;  // SwiGLU's backward writes du's copy for the two fc1 products
-  std::optional<ActivationMirrorScope> mirror;
-  if constexpr (std::is_same_v<T, float>)
-    if (gemm_activation_copies_on()) {
-      du16_SF.resize(du_SF.size());
-      du16 = du16_SF.data();
-      const bool have_a16 = a16_SH.size() > size_t(mi) && a16_SH[size_t(mi)].size() == a_SH[size_t(mi)].size();
-      mirror.emplace(std::initializer_list<Bf16Mirror>{
-          {du_SF.data(), du_SF.size(), du16},
-          {a_SH[size_t(mi)].data(), a_SH[size_t(mi)].size(), have_a16 ? a16_SH[size_t(mi)].data() : nullptr}});
-    }
+  const bool b16 = bf16_only<T>() && a16_SH[size_t(mi)].size() == size_t(rows) * H;
+  ZAYA_CHECK(b16 || a_SH[size_t(mi)].size() == size_t(rows) * H,
+             "experts: backward in another precision than its forward");
+  if (b16) {
+    du_SF = {};
+    du16_SF.resize(size_t(rows) * F);
+  } else {
+    du16_SF = {};
+    du_SF.resize(size_t(rows) * F);
+  }
   size_t row = 0;
   for (int e = range.begin; e < range.end; ++e) {
     const int n = int(counts[e]);
     if (n == 0) continue;
     const size_t le = size_t(e - range.begin);
     const T* u = u_SF[mi].data() + row * F;
-    const T* a = a_SH[mi].data() + row * H;
     const T* dye = dy + row * D;
     T* da = da_SH.data();
-    T* du = du_SF.data();
     gemm(Trans::N, Trans::N, n, H, D, T(1), dye, D, W + o.fc2[le], H, T(0), da, H);
+    if constexpr (std::is_same_v<T, float>) {
+      if (b16) {
+        const bf16* a16 = a16_SH[size_t(mi)].data() + row * H;
+        bf16* du16 = du16_SF.data();
+        gemm_bf16(Trans::T, Trans::N, D, H, n, 1.f, {dye, nullptr, D}, {nullptr, a16, H}, 1.f, dW + o.fc2[le], H);
+        swiglu_backward((T*)nullptr, da, u, n, F, du16);
+        gemm_bf16(Trans::T, Trans::N, F, D, n, 1.f, {nullptr, du16, F}, {x + row * D, nullptr, D}, 1.f,
+                  dW + o.fc1[le], D);
+        gemm_bf16(Trans::N, Trans::N, n, D, F, 1.f, {nullptr, du16, F}, {W + o.fc1[le], nullptr, D}, 0.f,
+                  dx + row * D, D);
+        row += size_t(n);
+        continue;
+      }
+    }
+    const T* a = a_SH[mi].data() + row * H;
+    T* du = du_SF.data();
     gemm(Trans::T, Trans::N, D, H, n, T(1), dye, D, a, H, T(1), dW + o.fc2[le], H);
-    swiglu_backward(du, da, u, n, F, du16);
+    swiglu_backward(du, da, u, n, F);
     gemm(Trans::T, Trans::N, F, D, n, T(1), du, F, x + row * D, D, T(1), dW + o.fc1[le], D);
     gemm(Trans::N, Trans::N, n, D, F, T(1), du, F, W + o.fc1[le], D, T(0), dx + row * D, D);
     row += size_t(n);

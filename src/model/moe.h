@@ -32,10 +32,11 @@ struct LocalExperts : ExpertCompute<T> {
   ExpertRange range;
   std::vector<std::vector<T>> u_SF, a_SH;  // per MoE sub-layer, saved for backward
   std::vector<T> da_SH, du_SF;             // scratch
-  // With bf16 products (gemm_activation_copies_on): a and du also in bf16, written by SwiGLU and read
-  // by the products as activation mirrors (kernels/gemm.h); empty otherwise.
+  // With activation copies on (bf16 products), a and du are kept in bf16 only, written by
+  // SwiGLU and read by the products as stored; a_SH and du_SF are then empty.
   std::vector<std::vector<bf16>> a16_SH;
   std::vector<bf16> du16_SF;
+  int rows = 0;  // max_rows of resize()
   int num_moe = 0;
   int D = 0, F = 0;
   explicit LocalExperts(ExpertRange r, int num_moe_layers) : range(r), num_moe(num_moe_layers) {}
