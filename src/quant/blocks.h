@@ -20,20 +20,24 @@ enum class QType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q
 constexpr int kQK = 32;    // q8_0 / q4_0 block
 constexpr int kQKK = 256;  // k-quant super-block
 
-struct BlockQ8_0 {
+// Packed (alignment 1): blocks sit at any byte address (a row after an odd-sized one, a
+// tensor at a file offset), so their fp16 fields are read unaligned; a 2-aligned struct
+// there is undefined behaviour (UBSan: misaligned member access).
+
+struct __attribute__((packed)) BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK];
 };
-struct BlockQ4_0 {
+struct __attribute__((packed)) BlockQ4_0 {
   uint16_t d;
   uint8_t qs[kQK / 2];
 };
-struct BlockQ4_K {
+struct __attribute__((packed)) BlockQ4_K {
   uint16_t d, dmin;
   uint8_t scales[12];
   uint8_t qs[kQKK / 2];
 };
-struct BlockQ6_K {
+struct __attribute__((packed)) BlockQ6_K {
   uint8_t ql[kQKK / 2];
   uint8_t qh[kQKK / 4];
   int8_t scales[kQKK / 16];
