@@ -46,7 +46,7 @@ fuzz: deps
 # step is left out (it is its own ASan build). Leaks inside the MPI, OpenMP and BLAS
 # libraries: tests/fuzz/lsan.supp.
 ASAN_BUILD ?= build-asan
-ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
   LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 test-asan: deps
