@@ -64,11 +64,6 @@ const Bf16Mirror& gemm_bf16_mirror() { return g_mirror; }
 static std::vector<Bf16Mirror> g_act_mirrors;
 void gemm_set_activation_mirrors(const std::vector<Bf16Mirror>& m) { g_act_mirrors = m; }
 const std::vector<Bf16Mirror>& gemm_activation_mirrors() { return g_act_mirrors; }
-const bf16* gemm_activation_copy(const float* X, size_t n) {
-  for (const Bf16Mirror& m : g_act_mirrors)
-    if (m.data && X >= m.base && size_t(X - m.base) + n <= m.n) return m.data + (X - m.base);
-  return nullptr;
-}
 static bool g_copies = true;
 void gemm_set_activation_copies(bool on) { g_copies = on; }
 bool gemm_activation_copies_on() {
@@ -306,6 +301,12 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
   pack_bf16(x, M, K, ldx, abuf);
   dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
   record_gemm(t0, M, N, K);
+}
+
+const bf16* gemm_activation_copy(const float* X, size_t n) {
+  for (const Bf16Mirror& m : g_act_mirrors)  // X[0, n) as one row
+    if (const bf16* a = mirror_lookup(m, X, 1, int(n), int(n))) return a;
+  return nullptr;
 }
 
 void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, GemmOperand A, GemmOperand B, float beta,
