@@ -3,7 +3,7 @@
 // back to back through linear_bf16_team in one OpenMP region, as InferDecoder runs them, but
 // with nothing in between. Then the same with the experts alone, without them, and the LM
 // head alone. It shows how fast the kernel streams each kind of matrix on its own; compare
-// with bench_zaya1_base's decode split. On the 2-core dev VM (session 4, one pass): layers
+// with bench_zaya1_base's decode split. On the 2-core dev VM (one pass, a fast minute): layers
 // 55-56 GB/s, experts alone 64-66, without experts 49-53, LM head 68-71.
 //   bench_decode_stream DIR [--tokens N] [--seed S]     (DIR: an HF directory, bf16)
 #include <omp.h>

@@ -18,7 +18,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

@@ -167,8 +167,8 @@ int main(int argc, char** argv) {
       std::printf("prefill %d tokens: %.2f s, %.1f tokens/s (first touch of the mapped weights included)\n",
                   a.prompt, pre_s, a.prompt / pre_s);
       decode(dec, lg, 2, V);  // warm-up
-      // This VM's bandwidth moves with its neighbours within minutes (triad 38-77 GB/s in one
-      // session): the roofline uses the triad measured right before and right after the
+      // This VM's bandwidth moves with its neighbours within minutes (triad 38-77 GB/s within
+      // one hour): the roofline uses the triad measured right before and right after the
       // decode, not only the one at the start of the run.
       // STREAM's arrays are not the model's memory: the peak RSS leaves them out.
       const bool measure = a.triad_gbs <= 0;

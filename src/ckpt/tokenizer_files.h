@@ -1,6 +1,6 @@
 // A tokenizer as files on disk, for everything that stores or finds one (prepare's data
 // directory, checkpoints, HF directories): which file a directory's tokenizer is, and which
-// files travel with it. Reading it is train/tokenizer.h's business.
+// files travel with it. Reading it is data/tokenizer.h's business.
 #pragma once
 #include <string>
 #include <utility>

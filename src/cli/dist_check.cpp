@@ -22,9 +22,9 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "dist/comm.h"
-#include "dist/expert_parallel.h"
-#include "train/zero1.h"
+#include "comm/comm.h"
+#include "parallel/expert_parallel.h"
+#include "parallel/zero1.h"
 #include "model/model.h"
 #include "train/balancer.h"
 
@@ -47,8 +47,8 @@ double peak_rss_mb() {
 }
 
 // All parameters in the global layout (all experts), on world rank 0; empty elsewhere.
-std::vector<float> gather_global(const ModelConfig& cfg, const Model<float>& m, const dist::Groups& g) {
-  const dist::Layout& L = g.layout;
+std::vector<float> gather_global(const ModelConfig& cfg, const Model<float>& m, const comm::Groups& g) {
+  const comm::Layout& L = g.layout;
   std::vector<float> full;
   if (L.dp_rank != 0) return full;  // DP replicas hold the same weights
   if (L.ep_rank != 0) {
@@ -61,7 +61,7 @@ std::vector<float> gather_global(const ModelConfig& cfg, const Model<float>& m, 
   for (int q = 0; q < L.ep; ++q) {
     const float* src = m.params.data();
     if (q > 0) g.ep.recv(peer.data(), peer.size(), q, 11), src = peer.data();
-    const ModelLayout lq = L.ep > 1 ? build_layout(cfg, dist::ep_expert_range(cfg.num_experts, L.ep, q)) : glob;
+    const ModelLayout lq = L.ep > 1 ? build_layout(cfg, parallel::ep_expert_range(cfg.num_experts, L.ep, q)) : glob;
     for (const ParamInfo& p : lq.params.params) {
       const ParamInfo* gp = glob.params.find(p.name);
       ZAYA_CHECK(gp && gp->numel == p.numel, "dist-check: tensor ", p.name, " missing from the global layout");
@@ -72,30 +72,31 @@ std::vector<float> gather_global(const ModelConfig& cfg, const Model<float>& m, 
 }
 
 void run(const Args& a) {
-  dist::init_world(a.force_mpi);
-  dist::set_timeout(a.timeout);
-  dist::Communicator& world = dist::Communicator::world();
-  const dist::Groups g = dist::make_groups(world, 0, a.ep, 1);
-  const dist::Layout& L = g.layout;
+  comm::init_world(a.force_mpi);
+  comm::set_timeout(a.timeout);
+  comm::Communicator& world = comm::Communicator::world();
+  const comm::Groups g = comm::make_groups(world, 0, a.ep, 1);
+  const comm::Layout& L = g.layout;
   const bool root = world.rank() == 0;
   const ModelConfig cfg = load_model_config(a.config);
   ZAYA_CHECK(a.batch % L.data_world() == 0, "dist-check: --batch ", a.batch, " is not a multiple of dp*ep = ",
              L.data_world());
   const int B = a.batch / L.data_world(), T = a.seq;
 
-  const ExpertRange er = L.ep > 1 ? dist::ep_expert_range(cfg.num_experts, L.ep, L.ep_rank) : ExpertRange{};
+  const ExpertRange er = L.ep > 1 ? parallel::ep_expert_range(cfg.num_experts, L.ep, L.ep_rank) : ExpertRange{};
   Model<float> m(cfg, er);
   m.init(a.seed);
-  dist::EpExperts<float>* epx = nullptr;
+  parallel::EpExperts<float>* epx = nullptr;
   if (L.ep > 1) {
-    auto e = std::make_unique<dist::EpExperts<float>>(g.ep, er, cfg.num_layers);
+    auto e = std::make_unique<parallel::EpExperts<float>>(g.ep, er, cfg.num_layers);
     epx = e.get();
     m.set_experts(std::move(e));
   }
   m.reserve(B, T);
   OptimizerSettings os;
   os.kind = a.optimizer == "muon" ? OptimizerKind::Muon : OptimizerKind::AdamW;
-  dist::Zero1 z(m.layout.params, os, g, {a.bucket, !a.no_zero1});
+  parallel::Zero1 z(m.layout.params, g, {a.bucket, !a.no_zero1});
+  Optimizer opt(m.layout.params, os, z.owned());
   RouterBalancer bal(m.layout, BalancerSettings{});
   if (root)
     std::printf("dist-check: world %d = dp %d x ep %d, %s, %s, global batch %d x %d, shard [%zu, %zu) of %zu\n",
@@ -139,7 +140,8 @@ void run(const Args& a) {
     z.all_reduce_sum(&loss_sum, 1);
     const double norm = z.grad_norm();
     const double scale = norm > a.clip ? a.clip / norm : 1.0;
-    z.step(m.params.data(), a.lr, scale);
+    opt.step(m.params.data(), z.grads(), a.lr, scale);
+    z.gather(m.params.data());
     bal.update(m.buffers.data());
     const double dt = timer.seconds();
     const double cs = z.stats().total() + (epx ? epx->comm_seconds : 0);
@@ -204,12 +206,12 @@ void run_guarded(const Args& a) {
     run(a);
   } catch (const std::exception& e) {
     // One clear line, then end the whole job (never leave peers waiting on this rank).
-    const int r = dist::launched_by_mpirun() ? std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) : 0;
+    const int r = comm::launched_by_mpirun() ? std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) : 0;
     std::fprintf(stderr, "error: dist-check rank %d: %s\n", r, e.what());
     std::fflush(stderr);
     std::_Exit(2);
   }
-  dist::finalize_world();
+  comm::finalize_world();
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "eval/engine.h"
 #include "eval/runner.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace {
 

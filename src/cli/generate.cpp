@@ -19,7 +19,7 @@
 #include "core/timer.h"
 #include "model/decode.h"
 #include "model/infer.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace {
 namespace fs = std::filesystem;

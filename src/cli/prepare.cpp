@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "train/prepare.h"
+#include "data/prepare.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "eval/engine.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "train/hf_tokenizer.h"
-#include "train/tokenizer.h"
+#include "data/hf_tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace {
 

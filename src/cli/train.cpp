@@ -7,7 +7,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "eval/train_tasks.h"
 #include "ft/train_hooks.h"
 #include "train/run_config.h"
@@ -58,17 +58,17 @@ void run_guarded(const TrainArgs& a) {
     std::fprintf(stderr, "zaya: train: %s\n", e.what());
     code = zaya::kExitAnomalies;
   } catch (const std::exception& e) {
-    const bool many = zaya::dist::launched_by_mpirun();
+    const bool many = zaya::comm::launched_by_mpirun();
     if (many)
-      std::fprintf(stderr, "zaya: error: train rank %d: %s\n", zaya::dist::Communicator::world().rank(), e.what());
+      std::fprintf(stderr, "zaya: error: train rank %d: %s\n", zaya::comm::Communicator::world().rank(), e.what());
     else
       std::fprintf(stderr, "zaya: error: %s\n", e.what());
     std::fflush(stderr);
-    if (many && zaya::dist::Communicator::world().size() > 1) zaya::dist::abort_world(1);
+    if (many && zaya::comm::Communicator::world().size() > 1) zaya::comm::abort_world(1);
     code = 1;
   }
   std::fflush(stdout);
-  if (code == 0) zaya::dist::finalize_world();
+  if (code == 0) zaya::comm::finalize_world();
   if (code != 0) std::_Exit(code);
 }
 

@@ -14,7 +14,7 @@
 
 #include "model/infer.h"
 #include "model/model.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace zaya::eval {
 

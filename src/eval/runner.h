@@ -13,7 +13,7 @@
 #include "eval/engine.h"
 #include "eval/task.h"
 #include "model/infer.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace zaya::eval {
 

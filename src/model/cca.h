@@ -53,7 +53,7 @@ struct CcaCache {
 // The sequence-shard seam (context parallel). This process holds positions
 // [index()*T, (index()+1)*T) of every sequence; attention needs the K/V of every earlier
 // shard, and the convolution and the value shift the last P pre-conv vectors and the last x
-// of the previous shard. The model knows nothing of how they travel (dist/context_parallel.h
+// of the previous shard. The model knows nothing of how they travel (parallel/context_parallel.h
 // moves them over MPI); with no shard (or count() == 1) the sequence is whole.
 template <class T>
 class SeqShard {

@@ -13,7 +13,7 @@ namespace zaya {
 
 // Expert-dispatch seam: "here are token rows grouped by expert; give me their outputs".
 // Local: a loop of GEMMs over this process's experts. Expert parallel wraps the same call
-// in an all-to-all-v (dist/). `counts[e]` rows for global expert e, in expert order.
+// in an all-to-all-v (parallel/expert_parallel.h). `counts[e]` rows for global expert e, in expert order.
 template <class T>
 struct ExpertCompute {
   virtual ~ExpertCompute() = default;

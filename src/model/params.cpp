@@ -1,5 +1,6 @@
 #include "model/params.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -192,6 +193,44 @@ ParamCounts count_params(const ModelConfig& cfg) {
   c.total = c.attention_total + c.moe_total + c.final_;
   c.active = c.total - L * (E - std::min<int64_t>(cfg.topk, E)) * c.expert;
   return c;
+}
+
+std::vector<FlatRange> shard_ranges(const ParamTable& table, int world, bool muon_whole) {
+  ZAYA_CHECK(world >= 1, "shard_ranges: world ", world, " must be >= 1");
+  std::vector<FlatRange> out(static_cast<size_t>(world));
+  size_t begin = 0;
+  for (int r = 0; r < world; ++r) {
+    size_t target = table.total * size_t(r + 1) / size_t(world), end = target;
+    if (muon_whole && r + 1 < world) {
+      // Move the cut to the nearer edge of a Muon tensor that it would split.
+      for (const ParamInfo& p : table.params) {
+        if (!p.muon() || target <= p.offset || target >= p.offset + p.numel) continue;
+        end = (target - p.offset < p.offset + p.numel - target) ? p.offset : p.offset + p.numel;
+        break;
+      }
+    }
+    end = std::max(end, begin);
+    out[size_t(r)] = {begin, end};
+    begin = end;
+  }
+  out.back().end = table.total;
+  return out;
+}
+
+double sum_squares(const float* g, FlatRange r) {
+  constexpr size_t kChunk = 1 << 14;
+  const size_t n = r.size(), chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks, 0.0);
+#pragma omp parallel for schedule(static)
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t b = r.begin + c * kChunk, e = std::min(r.begin + (c + 1) * kChunk, r.end);
+    double s = 0;
+    for (size_t i = b; i < e; ++i) s += double(g[i]) * g[i];
+    partial[c] = s;
+  }
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
 }
 
 }  // namespace zaya

@@ -117,4 +117,19 @@ struct ParamCounts {
 };
 ParamCounts count_params(const ModelConfig& cfg);
 
+// A range [begin, end) of the flat parameter / gradient / optimizer-state buffers.
+struct FlatRange {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// ZeRO-1's cut of the flat buffer (parallel/zero1.h), also the optimizer's owned range:
+// near-equal contiguous ranges, one per rank, that keep every Muon tensor whole when
+// muon_whole is set (ranges may then be unequal, or even empty, for tiny models).
+std::vector<FlatRange> shard_ranges(const ParamTable& table, int world, bool muon_whole);
+
+// Sum of squares of g[r.begin, r.end) in double, with a fixed reduction order (the same
+// value for the same data whatever the thread schedule): resume stays bit-exact.
+double sum_squares(const float* g, FlatRange r);
+
 }  // namespace zaya

@@ -13,28 +13,6 @@ namespace zaya {
 
 const char* optimizer_kind_name(OptimizerKind k) { return k == OptimizerKind::Muon ? "muon" : "adamw"; }
 
-std::vector<FlatRange> shard_ranges(const ParamTable& table, int world, bool muon_whole) {
-  ZAYA_CHECK(world >= 1, "shard_ranges: world ", world, " must be >= 1");
-  std::vector<FlatRange> out(static_cast<size_t>(world));
-  size_t begin = 0;
-  for (int r = 0; r < world; ++r) {
-    size_t target = table.total * size_t(r + 1) / size_t(world), end = target;
-    if (muon_whole && r + 1 < world) {
-      // Move the cut to the nearer edge of a Muon tensor that it would split.
-      for (const ParamInfo& p : table.params) {
-        if (!p.muon() || target <= p.offset || target >= p.offset + p.numel) continue;
-        end = (target - p.offset < p.offset + p.numel - target) ? p.offset : p.offset + p.numel;
-        break;
-      }
-    }
-    end = std::max(end, begin);
-    out[size_t(r)] = {begin, end};
-    begin = end;
-  }
-  out.back().end = table.total;
-  return out;
-}
-
 void newton_schulz5(float* X, int rows, int cols, int steps, std::vector<float>& scratch) {
   const float a = 3.4445f, b = -4.7750f, c = 2.0315f;
   const bool tall = rows > cols;
@@ -204,22 +182,6 @@ void Optimizer::load_state(const nlohmann::json& j) {
              " but the run config asks for ", optimizer_kind_name(s_.kind));
   t_ = j["step"].get<int64_t>();
   ZAYA_CHECK(t_ >= 0, "optimizer state: field step must be >= 0");
-}
-
-double sum_squares(const float* g, FlatRange r) {
-  constexpr size_t kChunk = 1 << 14;
-  const size_t n = r.size(), chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(chunks, 0.0);
-#pragma omp parallel for schedule(static)
-  for (size_t c = 0; c < chunks; ++c) {
-    const size_t b = r.begin + c * kChunk, e = std::min(r.begin + (c + 1) * kChunk, r.end);
-    double s = 0;
-    for (size_t i = b; i < e; ++i) s += double(g[i]) * g[i];
-    partial[c] = s;
-  }
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
 }
 
 }  // namespace zaya

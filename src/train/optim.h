@@ -52,15 +52,6 @@ struct OptimizerSettings {
   bool decay_embeddings = false;  // weight decay on the (tied) embedding too
 };
 
-struct FlatRange {
-  size_t begin = 0, end = 0;
-  size_t size() const { return end - begin; }
-};
-
-// Near-equal contiguous ranges, one per rank, that keep every Muon tensor whole when
-// muon_whole is set (ranges may then be unequal, or even empty, for tiny models).
-std::vector<FlatRange> shard_ranges(const ParamTable& table, int world, bool muon_whole);
-
 // The Newton-Schulz quintic iteration (coefficients 3.4445, -4.7750, 2.0315) on a rows x cols
 // row-major matrix, in place: an approximate U V^T of its SVD. scratch: any vector (resized).
 void newton_schulz5(float* X, int rows, int cols, int steps, std::vector<float>& scratch);
@@ -104,9 +95,5 @@ class Optimizer {
   int64_t t_ = 0;
   std::vector<float> upd_, ns_scratch_;  // Muon work buffers (sized once, reused)
 };
-
-// Sum of squares of g[r.begin, r.end) in double, with a fixed reduction order (the same
-// value for the same data whatever the thread schedule): resume stays bit-exact.
-double sum_squares(const float* g, FlatRange r);
 
 }  // namespace zaya

@@ -11,8 +11,8 @@
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "dist/expert_parallel.h"
-#include "train/ckpt_layout.h"
+#include "parallel/expert_parallel.h"
+#include "parallel/ckpt_layout.h"
 
 namespace zaya {
 namespace fs = std::filesystem;
@@ -40,8 +40,8 @@ ReshapeResult reshape_checkpoint(const std::string& src, const std::string& dst_
   std::string tmp;
   try {
     for (int r = 0; r < world; ++r) {
-      const dist::Layout L = layout_of_rank(o.dp, o.ep, o.cp, r);
-      const ExpertRange er = o.ep > 1 ? dist::ep_expert_range(cfg.num_experts, o.ep, L.ep_rank) : ExpertRange{};
+      const comm::Layout L = layout_of_rank(o.dp, o.ep, o.cp, r);
+      const ExpertRange er = o.ep > 1 ? parallel::ep_expert_range(cfg.num_experts, o.ep, L.ep_rank) : ExpertRange{};
       const ModelLayout local = build_layout(cfg, er);
       const FlatRange own = zero1 ? shard_ranges(local.params, o.dp, true)[size_t(L.dp_rank)]
                                   : FlatRange{0, local.params.total};

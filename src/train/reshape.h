@@ -1,7 +1,7 @@
 // Offline checkpoint reshaping: `zaya ckpt reshape SRC DST --dp N --ep M --cp K`.
 //
 // Everything in a zaya checkpoint is a named global tensor (ckpt/checkpoint.h), so a reshape
-// re-cuts the slices for the new layout (train/ckpt_layout.h, exactly as a run at that
+// re-cuts the slices for the new layout (parallel/ckpt_layout.h, exactly as a run at that
 // layout would save) and rewrites the per-rank files: parameters, Muon momentum and AdamW
 // moments (ZeRO-1 shards re-cut for the new DP), experts and their optimizer state regrouped
 // for the new EP, balancing biases and their optimizer state, and the JSON state (data

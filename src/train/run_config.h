@@ -37,7 +37,7 @@
 
 #include "model/config.h"
 #include "train/balancer.h"
-#include "train/loader.h"
+#include "data/loader.h"
 #include "train/optim.h"
 #include "train/schedule.h"
 

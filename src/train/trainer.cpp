@@ -52,11 +52,11 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
   cfg_.resolve_data();
 
   // The layout: command line over run config; dp = world / (ep * cp).
-  dist::init_world();
-  dist::set_timeout(cfg_.comm_timeout);
+  comm::init_world();
+  comm::set_timeout(cfg_.comm_timeout);
   const int ep = options_.ep > 0 ? options_.ep : cfg_.par_ep, cp = options_.cp > 0 ? options_.cp : cfg_.par_cp;
-  groups_ = dist::make_groups(dist::Communicator::world(), 0, ep, cp);
-  const dist::Layout& L = groups_.layout;
+  groups_ = comm::make_groups(comm::Communicator::world(), 0, ep, cp);
+  const comm::Layout& L = groups_.layout;
   root_ = groups_.world.rank() == 0;
   ZAYA_CHECK(cfg_.model.num_experts % L.ep == 0, "run config ", cfg_.path, ": ep = ", L.ep,
              " does not divide the model's ", cfg_.model.num_experts, " experts");
@@ -77,25 +77,26 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
     val_names_.push_back(s.name);
   }
 
-  const ExpertRange experts = L.ep > 1 ? dist::ep_expert_range(cfg_.model.num_experts, L.ep, L.ep_rank) : ExpertRange{};
+  const ExpertRange experts = L.ep > 1 ? parallel::ep_expert_range(cfg_.model.num_experts, L.ep, L.ep_rank) : ExpertRange{};
   model_ = std::make_unique<Model<float>>(cfg_.model, experts);
   model_->init(cfg_.seed);
   if (L.ep > 1) {
-    auto e = std::make_unique<dist::EpExperts<float>>(groups_.ep, experts, cfg_.model.num_layers);
+    auto e = std::make_unique<parallel::EpExperts<float>>(groups_.ep, experts, cfg_.model.num_layers);
     ep_experts_ = e.get();
     model_->set_experts(std::move(e));
   }
   if (L.cp > 1) {
-    auto sh = std::make_unique<dist::CpShard<float>>(groups_.cp);
+    auto sh = std::make_unique<parallel::CpShard<float>>(groups_.cp);
     cp_shard_ = sh.get();
     model_->set_seq_shard(std::move(sh));
   }
   model_->reserve(cfg_.micro_batch, cfg_.phases[0].seq_len);
   if (cfg_.balancing.method == BalanceMethod::AuxLoss) model_->set_aux_loss_coeff(cfg_.balancing.aux_coeff);
-  dist::Zero1Settings zs;
+  parallel::Zero1Settings zs;
   zs.shard = cfg_.zero1;
   zs.bucket_elems = std::max<size_t>(1, size_t(cfg_.bucket_mb * double(1 << 20) / sizeof(float)));
-  zero1_ = std::make_unique<dist::Zero1>(model_->layout.params, cfg_.optimizer, groups_, zs);
+  zero1_ = std::make_unique<parallel::Zero1>(model_->layout.params, groups_, zs);
+  optimizer_ = std::make_unique<Optimizer>(model_->layout.params, cfg_.optimizer, zero1_->owned());
   balancer_ = std::make_unique<RouterBalancer>(model_->layout, cfg_.balancing);
 
   // Every input is read (data above, checkpoint or init-from weights here) before out_dir is
@@ -137,7 +138,7 @@ int64_t Trainer::stop_step() const {
 void Trainer::run() {
   const int64_t stop = stop_step();
   if (hooks_.heartbeat) hooks_.heartbeat("start", step_, 0);
-  const dist::Layout& L = groups_.layout;
+  const comm::Layout& L = groups_.layout;
   if (options_.progress && root_)
     std::printf("run %s: %lld steps, %.3g tokens, %d phase(s), %s, %s, %zu parameters%s; world %d = dp %d x ep %d x "
                 "cp %d%s; from step %lld\n",
@@ -170,7 +171,7 @@ bool Trainer::in_skip_window(int64_t step) const {
 // Every rank must take the same decision: the most severe verdict wins.
 StepVerdict Trainer::agree(StepVerdict v) {
   int64_t code = int64_t(v);
-  groups_.world.all_reduce(&code, 1, dist::ReduceOp::Max);
+  groups_.world.all_reduce(&code, 1, comm::ReduceOp::Max);
   return StepVerdict(code);
 }
 
@@ -179,7 +180,7 @@ StepRecord Trainer::train_step() {
   const StepShape shape = plan_.at(step_);
   if (shape.phase != phase_) enter_phase(shape.phase);
   if (hooks_.before_step) hooks_.before_step(step_ + 1);
-  const dist::Layout& L = groups_.layout;
+  const comm::Layout& L = groups_.layout;
   const int T = shape.seq_len, mb = cfg_.micro_batch;
   const int Tl = T / L.cp, t0 = L.cp_rank * Tl;  // context parallel: this rank's positions
   ZAYA_CHECK(shape.global_batch % L.data_world() == 0, "step ", step_ + 1, ": global batch ", shape.global_batch,
@@ -244,7 +245,9 @@ StepRecord Trainer::train_step() {
     const double scale = clip_factor(r.grad_norm, cfg_.grad_clip);
     r.clipped = scale < 1.0;
     if (verdict == StepVerdict::Update) {
-      if (zero1_->step(model_->params.data(), r.lr, scale, model_->bf16_weights())) model_->mark_bf16_weights_current();
+      bf16* p16 = model_->bf16_weights();
+      optimizer_->step(model_->params.data(), zero1_->grads(), r.lr, scale, p16);
+      if (zero1_->gather(model_->params.data(), p16)) model_->mark_bf16_weights_current();
       balancer_->update(model_->buffers.data());
     } else {
       // An anomalous step must not poison the weights.
@@ -293,7 +296,7 @@ EvalRecord Trainer::evaluate() {
   if (hooks_.heartbeat) hooks_.heartbeat("eval", step_, 0);
   EvalRecord e;
   e.step = step_;
-  const dist::Layout& L = groups_.layout;
+  const comm::Layout& L = groups_.layout;
   const int T = cfg_.phases[size_t(std::max(phase_, 0))].seq_len, B = cfg_.eval_batch;
   const int dw = L.data_world(), dr = L.data_rank();
   const int Tl = T / L.cp, t0 = L.cp_rank * Tl;  // context parallel: this rank's positions

@@ -4,12 +4,12 @@
 // member function below it.
 //
 // Distributed: the same code runs a world of one (plain `zaya train`, no MPI calls) or
-// `mpirun -np N zaya train` with world = DP x EP x CP (dist/comm.h). Every data rank
+// `mpirun -np N zaya train` with world = DP x EP x CP (comm/comm.h). Every data rank
 // (dp, ep) takes its rows of the same global batch (the loader's global-sample addressing);
 // the last micro-batch's backward hands finished gradient buckets to ZeRO-1's non-blocking
-// reduce-scatter (train/zero1.h); loss sums, router counts and the step verdict are reduced
+// reduce-scatter (parallel/zero1.h); loss sums, router counts and the step verdict are reduced
 // over the world, so every rank updates identically. Expert parallel swaps the model's
-// ExpertCompute for dist::EpExperts. Checkpoints: each rank writes its own slices of the
+// ExpertCompute for parallel::EpExperts. Checkpoints: each rank writes its own slices of the
 // global tensors (params and optimizer state of its ZeRO-1 shard, its experts), rank 0
 // writes the one manifest (trainer_ckpt.cpp). A checkpoint loads under any layout.
 //
@@ -28,14 +28,14 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "train/balancer.h"
-#include "train/loader.h"
+#include "data/loader.h"
 #include "train/optim.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
-#include "train/zero1.h"
-#include "dist/comm.h"
-#include "dist/context_parallel.h"
-#include "dist/expert_parallel.h"
+#include "parallel/zero1.h"
+#include "comm/comm.h"
+#include "parallel/context_parallel.h"
+#include "parallel/expert_parallel.h"
 
 namespace zaya {
 
@@ -133,9 +133,9 @@ class Trainer {
   const RunConfig& config() const { return cfg_; }
   const TrainPlan& plan() const { return plan_; }
   Model<float>& model() { return *model_; }
-  Optimizer& optimizer() { return zero1_->optimizer(); }
-  dist::Zero1& zero1() { return *zero1_; }
-  const dist::Groups& groups() const { return groups_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  parallel::Zero1& zero1() { return *zero1_; }
+  const comm::Groups& groups() const { return groups_; }
   bool is_root() const { return root_; }
   RouterBalancer& balancer() { return *balancer_; }
   DataLoader& loader() { return *loader_; }
@@ -157,12 +157,13 @@ class Trainer {
   TrainerOptions options_;
   TrainerHooks hooks_;
   TrainPlan plan_;
-  dist::Groups groups_;  // world = DP x EP x CP and this rank's groups
+  comm::Groups groups_;  // world = DP x EP x CP and this rank's groups
   bool root_ = true;     // world rank 0: progress, metrics, manifest
   std::unique_ptr<Model<float>> model_;
-  dist::EpExperts<float>* ep_experts_ = nullptr;  // owned by the model (expert parallel only)
-  dist::CpShard<float>* cp_shard_ = nullptr;      // owned by the model (context parallel only)
-  std::unique_ptr<dist::Zero1> zero1_;            // gradient reduction + (sharded) optimizer
+  parallel::EpExperts<float>* ep_experts_ = nullptr;  // owned by the model (expert parallel only)
+  parallel::CpShard<float>* cp_shard_ = nullptr;      // owned by the model (context parallel only)
+  std::unique_ptr<parallel::Zero1> zero1_;            // gradient reduction, parameter all-gather
+  std::unique_ptr<Optimizer> optimizer_;              // steps zero1_->owned() (all of it without ZeRO-1)
   std::unique_ptr<RouterBalancer> balancer_;
   std::unique_ptr<DataLoader> loader_;
   std::vector<TokenStream> val_;  // one per source with validation shards

@@ -4,7 +4,7 @@
 // "optim.v/<hf name>" (AdamW tensors only), "buffer/<hf name>", "balancer.m/<hf name>",
 // "balancer.v/<hf name>". Who writes what:
 //   params-rNNNNN.safetensors, optim-rNNNNN.safetensors: world rank N's cut of the
-//     parameters and optimizer moments (train/ckpt_layout.h: its ZeRO-1 shard, its experts).
+//     parameters and optimizer moments (parallel/ckpt_layout.h: its ZeRO-1 shard, its experts).
 //   buffers.safetensors: world rank 0 (balancing biases and their optimizer: replicated).
 // Rank 0 gathers every rank's slice list and writes the one manifest. Loading reads each
 // rank's needs by global name and element offset, so a checkpoint loads under any DP / EP
@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "train/ckpt_layout.h"
+#include "parallel/ckpt_layout.h"
 #include "train/trainer.h"
 
 namespace zaya {
@@ -40,7 +40,7 @@ namespace {
 constexpr const char* kBuffersFile = "buffers.safetensors";
 
 // Every rank's string, on every rank (manifest pieces are small).
-std::vector<std::string> all_gather_strings(const dist::Communicator& c, const std::string& s) {
+std::vector<std::string> all_gather_strings(const comm::Communicator& c, const std::string& s) {
   if (c.size() == 1) return {s};
   std::vector<int64_t> len(size_t(c.size()), 0);
   len[size_t(c.rank())] = int64_t(s.size());
@@ -85,7 +85,7 @@ void Trainer::begin_save(bool async) {
   finish_save(true);  // one save at a time
   if (hooks_.heartbeat) hooks_.heartbeat("checkpoint", step_, 0);
   Timer timer;
-  const dist::Layout& L = groups_.layout;
+  const comm::Layout& L = groups_.layout;
   const int wr = groups_.world.rank();
   auto ps = std::unique_ptr<PendingSave, PendingSaveDeleter>(new PendingSave);
   ps->step = step_;
@@ -101,7 +101,7 @@ void Trainer::begin_save(bool async) {
   };
   const std::string params_file = rank_file("params", wr), optim_file = rank_file("optim", wr);
   const FlatRange own = zero1_->owned();
-  const Optimizer& opt = zero1_->optimizer();
+  const Optimizer& opt = *optimizer_;
   for (const SliceCut& c : rank_param_cuts(model_->layout.params, own, L, cfg_.zero1)) {
     const ParamInfo& p = *c.p;
     const size_t n = c.end - c.begin;
@@ -171,14 +171,14 @@ bool Trainer::finish_save(bool wait, bool throw_on_failure) {
   if (!pending_) return false;
   PendingSave& ps = *pending_;
   int64_t ready = wait || ps.done ? 1 : 0;
-  if (!wait && groups_.world.size() > 1) groups_.world.all_reduce(&ready, 1, dist::ReduceOp::Min);
+  if (!wait && groups_.world.size() > 1) groups_.world.all_reduce(&ready, 1, comm::ReduceOp::Min);
   if (!ready) return false;
   Timer timer;
   if (ps.thread.joinable()) ps.thread.join();
   const double write_s = ps.write_s;
   // Every rank learns whether any rank failed; then none of them commits.
   int64_t failed = ps.error.empty() ? 0 : 1;
-  if (groups_.world.size() > 1) groups_.world.all_reduce(&failed, 1, dist::ReduceOp::Max);
+  if (groups_.world.size() > 1) groups_.world.all_reduce(&failed, 1, comm::ReduceOp::Max);
   std::string dir = ps.writer->final_dir();
   if (failed) {
     if (!ps.error.empty()) log_warn("checkpoint at step ", ps.step, " failed on rank ", groups_.world.rank(), ": ", ps.error);
@@ -228,7 +228,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   for (const char* k : {"trainer", "optimizer", "balancer", "loader"})
     ZAYA_CHECK(st.contains(k), "checkpoint ", ck.dir(), ": manifest state has no ", k);
   const FlatRange own = zero1_->owned();
-  Optimizer& opt = zero1_->optimizer();
+  Optimizer& opt = *optimizer_;
   model_->invalidate_bf16_weights();
   for (const ParamInfo& p : model_->layout.params.params) {
     ck.read("param/" + p.name, model_->params.data() + p.offset, 0, p.numel, p.shape);
@@ -257,7 +257,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   last_saved_ = step_;
   if (root_) {
     const json& lay = ck.manifest().value("layout", json::object());
-    const dist::Layout& L = groups_.layout;
+    const comm::Layout& L = groups_.layout;
     const bool same = lay.value("dp", 1) == L.dp && lay.value("ep", 1) == L.ep && lay.value("cp", 1) == L.cp;
     log_info("resumed from ", ck.dir(), " at step ", step_, " (", tokens_, " tokens)",
              same ? "" : cat("; resharded from dp ", lay.value("dp", 1), " x ep ", lay.value("ep", 1), " x cp ",

@@ -1,5 +1,5 @@
 // libFuzzer target: token shards and a prepared data directory's meta.json
-// (src/train/shard.cpp: ShardReader; src/train/run_config.cpp: RunConfig::resolve_data,
+// (src/data/shard.cpp: ShardReader; src/train/run_config.cpp: RunConfig::resolve_data,
 // which reads meta.json). The input is
 //   shard bytes [ ==== meta.json ]
 // The shard is opened, its tokens checked against its vocabulary and against a smaller
@@ -9,7 +9,7 @@
 
 #include "fuzz_util.h"
 #include "train/run_config.h"
-#include "train/shard.h"
+#include "data/shard.h"
 
 static zaya_fuzz::ScratchGuard guard;
 

@@ -1,4 +1,4 @@
-// libFuzzer target: tokenizer.json and tokenizer_config.json (src/train/hf_tokenizer*.cpp:
+// libFuzzer target: tokenizer.json and tokenizer_config.json (src/data/hf_tokenizer*.cpp:
 // HfTokenizer::from_json / load; src/ckpt/tokenizer_files.cpp: is_tokenizer_json,
 // tokenizer_files). The input is
 //   tokenizer.json [ ==== tokenizer_config.json [ ==== text ] ]
@@ -13,7 +13,7 @@
 
 #include "ckpt/tokenizer_files.h"
 #include "fuzz_util.h"
-#include "train/hf_tokenizer.h"
+#include "data/hf_tokenizer.h"
 
 static zaya_fuzz::ScratchGuard guard;
 

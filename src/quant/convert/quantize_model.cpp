@@ -23,7 +23,7 @@
 #include "model/params.h"
 #include "model/weights.h"
 #include "quant/gguf.h"
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace zaya {
 namespace fs = std::filesystem;

@@ -12,9 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "model/params.h"
-#include "train/optim.h"
 
 namespace zaya {
 
@@ -26,11 +25,11 @@ struct SliceCut {
 
 // own: the rank's ZeRO-1 shard of its local flat buffer (shard_ranges(table, dp, true)[dp_rank],
 // or the whole buffer without ZeRO-1).
-std::vector<SliceCut> rank_param_cuts(const ParamTable& local, FlatRange own, const dist::Layout& L, bool zero1);
+std::vector<SliceCut> rank_param_cuts(const ParamTable& local, FlatRange own, const comm::Layout& L, bool zero1);
 
 std::string rank_file(const char* kind, int world_rank);  // "params-r00003.safetensors"
 
-// The (dp, ep, cp) coordinates of world rank r (dist/comm.h's rank order).
-dist::Layout layout_of_rank(int dp, int ep, int cp, int world_rank);
+// The (dp, ep, cp) coordinates of world rank r (comm/comm.h's rank order).
+comm::Layout layout_of_rank(int dp, int ep, int cp, int world_rank);
 
 }  // namespace zaya

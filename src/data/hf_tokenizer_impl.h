@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "train/hf_tokenizer.h"
+#include "data/hf_tokenizer.h"
 
 namespace zaya {
 

@@ -1,4 +1,4 @@
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -11,8 +11,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "train/hf_tokenizer.h"
-#include "train/shard.h"
+#include "data/hf_tokenizer.h"
+#include "data/shard.h"
 
 namespace zaya {
 

@@ -2,7 +2,7 @@
 //
 // Output directory:
 //   tokenizer.model          the SentencePiece model (trained here, or a copy of --tokenizer)
-//   train_000.bin, ...       token shards of the training split (see train/shard.h)
+//   train_000.bin, ...       token shards of the training split (see data/shard.h)
 //   val_000.bin, ...         token shards of the validation split (val_000.bin always exists)
 //   meta.json                tokens/documents per split, shard lists, tokenizer, sources
 //
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace zaya {
 

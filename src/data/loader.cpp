@@ -1,4 +1,4 @@
-#include "train/loader.h"
+#include "data/loader.h"
 
 #include <algorithm>
 #include <bit>

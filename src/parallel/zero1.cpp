@@ -1,4 +1,4 @@
-#include "train/zero1.h"
+#include "parallel/zero1.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 
-namespace zaya::dist {
+namespace zaya::parallel {
 namespace {
 
 // Runs of tensors (merged when adjacent) with expert == want, clipped to r.
@@ -27,7 +27,7 @@ std::vector<FlatRange> runs(const ParamTable& t, FlatRange r, bool want_expert) 
 
 }  // namespace
 
-Zero1::Zero1(const ParamTable& table, const OptimizerSettings& s, const Groups& g, Zero1Settings z)
+Zero1::Zero1(const ParamTable& table, const comm::Groups& g, Zero1Settings z)
     : table_(table), g_(g), z_(z) {
   ZAYA_CHECK(z.bucket_elems > 0, "zero1: bucket size must be > 0");
   const int n = g_.dp.size();
@@ -38,7 +38,6 @@ Zero1::Zero1(const ParamTable& table, const OptimizerSettings& s, const Groups& 
     ranges_.assign(size_t(n), FlatRange{0, 0});
     own_ = {0, table.total};
   }
-  opt_ = std::make_unique<Optimizer>(table, s, own_);
   for (size_t b = 0; b < table.total; b += z_.bucket_elems)
     buckets_.push_back({b, std::min(b + z_.bucket_elems, table.total)});
   nonexpert_ = runs(table, own_, false);
@@ -74,14 +73,14 @@ void Zero1::grads_ready(size_t from) {
   while (next_ > 0 && buckets_[next_ - 1].begin >= from) issue(--next_);
   // MPI progresses non-blocking collectives only inside MPI calls: poke the pending ones so
   // they advance while backward computes the next sub-layer.
-  for (Request& r : pending_)
+  for (comm::Request& r : pending_)
     if (r.pending()) r.test();
 }
 
 void Zero1::finish() {
   grads_ready(0);
   Timer t;
-  wait_all(pending_);
+  comm::wait_all(pending_);
   pending_.clear();
   if (z_.shard && g_.dp.size() > 1 && own_.size())
     std::memcpy(grads_ + own_.begin, shard_.data(), own_.size() * sizeof(float));
@@ -93,9 +92,9 @@ void Zero1::finish() {
   }
   if (g_.ep.size() > 1) {  // non-expert tensors are replicated over EP: sum their gradients
     Timer t2;
-    std::vector<Request> reqs;
+    std::vector<comm::Request> reqs;
     for (const FlatRange& r : nonexpert_) reqs.push_back(g_.ep.iall_reduce(grads_ + r.begin, r.size()));
-    wait_all(reqs);
+    comm::wait_all(reqs);
     stats_.other_s += t2.seconds();
   }
 }
@@ -115,8 +114,7 @@ double Zero1::grad_norm() {
   return std::sqrt(ss);
 }
 
-bool Zero1::step(float* params, double lr, double grad_scale, bf16* params_bf16) {
-  opt_->step(params, grads_, lr, grad_scale, params_bf16);
+bool Zero1::gather(float* params, const bf16* params_bf16) {
   if (!z_.shard || g_.dp.size() == 1) return params_bf16 != nullptr;
   Timer t;
   std::vector<size_t> counts(ranges_.size()), displs(ranges_.size());
@@ -138,4 +136,4 @@ void Zero1::all_reduce_sum(int64_t* v, size_t n) {
   stats_.other_s += t.seconds();
 }
 
-}  // namespace zaya::dist
+}  // namespace zaya::parallel

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "train/hf_tokenizer_impl.h"
+#include "data/hf_tokenizer_impl.h"
 
 namespace zaya {
 

@@ -1,4 +1,4 @@
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 #include <chrono>
 #include <climits>
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace zaya::dist {
+namespace zaya::comm {
 namespace {
 
 bool g_inited = false, g_owned = false, g_mpi = false;
@@ -274,4 +274,4 @@ Groups make_groups(const Communicator& world, int dp, int ep, int cp) {
   return g;
 }
 
-}  // namespace zaya::dist
+}  // namespace zaya::comm

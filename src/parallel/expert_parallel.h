@@ -17,10 +17,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "model/moe.h"
 
-namespace zaya::dist {
+namespace zaya::parallel {
 
 // The experts EP rank `ep_rank` of `ep` holds (E must divide evenly).
 ExpertRange ep_expert_range(int num_experts, int ep, int ep_rank);
@@ -28,7 +28,7 @@ ExpertRange ep_expert_range(int num_experts, int ep, int ep_rank);
 template <class T>
 class EpExperts : public ExpertCompute<T> {
  public:
-  EpExperts(const Communicator& ep_group, ExpertRange local, int num_moe_layers);
+  EpExperts(const comm::Communicator& ep_group, ExpertRange local, int num_moe_layers);
   void resize(const ModelConfig& c, int max_rows) override;
   void forward(int moe_index, const int64_t* counts, const T* x_SD, T* y_SD, const T* W,
                const MoeOffsets& o) override;
@@ -52,7 +52,7 @@ class EpExperts : public ExpertCompute<T> {
   void dispatch(Layer& L, const T* src, T* dst);
   void combine(Layer& L, const T* src, T* dst);
 
-  Communicator comm_;
+  comm::Communicator comm_;
   ExpertRange range_;
   int E_ = 0, El_ = 0, D_ = 0;
   ModelConfig cfg_;
@@ -60,4 +60,4 @@ class EpExperts : public ExpertCompute<T> {
   std::vector<T> buf_a_, buf_b_, buf_c_;  // source-major scratch; expert-major dy / dx (or y)
 };
 
-}  // namespace zaya::dist
+}  // namespace zaya::parallel

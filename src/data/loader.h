@@ -28,7 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/shard.h"
+#include "data/shard.h"
 
 namespace zaya {
 

@@ -12,15 +12,15 @@
 #pragma once
 #include <vector>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "model/cca.h"
 
-namespace zaya::dist {
+namespace zaya::parallel {
 
 template <class T>
 class CpShard : public SeqShard<T> {
  public:
-  explicit CpShard(const Communicator& cp_group) : comm_(cp_group) {}
+  explicit CpShard(const comm::Communicator& cp_group) : comm_(cp_group) {}
   int index() const override { return comm_.rank(); }
   int count() const override { return comm_.size(); }
   void halo(const T* p_NC, const T* x_ND, int B, int T_, int C, int P, int D, T* halo_BPC, T* x_prev_BD) override;
@@ -31,8 +31,8 @@ class CpShard : public SeqShard<T> {
   double comm_seconds = 0;  // time in this layer's exchanges (blocking)
 
  private:
-  Communicator comm_;
+  comm::Communicator comm_;
   std::vector<T> send_, recv_;
 };
 
-}  // namespace zaya::dist
+}  // namespace zaya::parallel

@@ -1,11 +1,11 @@
-#include "dist/expert_parallel.h"
+#include "parallel/expert_parallel.h"
 
 #include <cstring>
 
 #include "core/error.h"
 #include "core/timer.h"
 
-namespace zaya::dist {
+namespace zaya::parallel {
 
 ExpertRange ep_expert_range(int num_experts, int ep, int ep_rank) {
   ZAYA_CHECK(ep >= 1 && num_experts % ep == 0, "expert parallel: ", num_experts, " experts do not split evenly over ep=",
@@ -15,7 +15,7 @@ ExpertRange ep_expert_range(int num_experts, int ep, int ep_rank) {
 }
 
 template <class T>
-EpExperts<T>::EpExperts(const Communicator& ep_group, ExpertRange local, int num_moe_layers)
+EpExperts<T>::EpExperts(const comm::Communicator& ep_group, ExpertRange local, int num_moe_layers)
     : comm_(ep_group), range_(local) {
   ZAYA_CHECK(local.count() > 0, "expert parallel: empty expert range on EP rank ", ep_group.rank());
   layers_.reserve(size_t(num_moe_layers));
@@ -145,4 +145,4 @@ void EpExperts<T>::backward(int mi, const int64_t* counts, const T* /*x*/, const
 template class EpExperts<float>;
 template class EpExperts<double>;
 
-}  // namespace zaya::dist
+}  // namespace zaya::parallel

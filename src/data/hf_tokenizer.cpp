@@ -4,7 +4,7 @@
 // BPE semantics follow the tokenizers library: the adjacent pair with the lowest merge rank
 // is merged first, ties go to the leftmost pair; characters missing from the vocabulary
 // never merge and come out as <0xXX> byte pieces (or unk without byte fallback).
-#include "train/hf_tokenizer.h"
+#include "data/hf_tokenizer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "train/hf_tokenizer_impl.h"
+#include "data/hf_tokenizer_impl.h"
 
 namespace zaya {
 

@@ -1,11 +1,11 @@
-#include "dist/context_parallel.h"
+#include "parallel/context_parallel.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/timer.h"
 
-namespace zaya::dist {
+namespace zaya::parallel {
 namespace {
 constexpr int kTagHalo = 31, kTagHaloGrad = 32;
 }
@@ -15,7 +15,7 @@ void CpShard<T>::halo(const T* p, const T* x, int B, int T_, int C, int P, int D
   Timer t;
   const int r = comm_.rank(), n = comm_.size();
   const size_t per = size_t(P) * C + D;  // one batch row's halo: P pre-conv rows, then x
-  std::vector<Request> reqs;
+  std::vector<comm::Request> reqs;
   if (r + 1 < n) {
     send_.resize(size_t(B) * per);
     for (int b = 0; b < B; ++b) {
@@ -29,7 +29,7 @@ void CpShard<T>::halo(const T* p, const T* x, int B, int T_, int C, int P, int D
     recv_.resize(size_t(B) * per);
     reqs.push_back(comm_.irecv(recv_.data(), recv_.size(), r - 1, kTagHalo));
   }
-  wait_all(reqs);
+  comm::wait_all(reqs);
   if (r > 0)
     for (int b = 0; b < B; ++b) {
       const T* s = recv_.data() + size_t(b) * per;
@@ -91,7 +91,7 @@ void CpShard<T>::halo_grads(const T* dhalo, const T* dx_prev, int B, int T_, int
   Timer t;
   const int r = comm_.rank(), n = comm_.size();
   const size_t per = size_t(P) * C + D;
-  std::vector<Request> reqs;
+  std::vector<comm::Request> reqs;
   if (r > 0) {
     send_.resize(size_t(B) * per);
     for (int b = 0; b < B; ++b) {
@@ -105,7 +105,7 @@ void CpShard<T>::halo_grads(const T* dhalo, const T* dx_prev, int B, int T_, int
     recv_.resize(size_t(B) * per);
     reqs.push_back(comm_.irecv(recv_.data(), recv_.size(), r + 1, kTagHaloGrad));
   }
-  wait_all(reqs);
+  comm::wait_all(reqs);
   if (r + 1 < n)
     for (int b = 0; b < B; ++b) {
       const T* s = recv_.data() + size_t(b) * per;
@@ -120,4 +120,4 @@ void CpShard<T>::halo_grads(const T* dhalo, const T* dx_prev, int B, int T_, int
 template class CpShard<float>;
 template class CpShard<double>;
 
-}  // namespace zaya::dist
+}  // namespace zaya::parallel

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace zaya {
 

@@ -1,4 +1,4 @@
-#include "train/shard.h"
+#include "data/shard.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

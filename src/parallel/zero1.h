@@ -14,11 +14,11 @@
 //      (each EP rank holds different experts): their gradients are reduced over DP only.
 //   3. grad_norm(): partial sums of squares of this rank's shard (non-expert parts counted
 //      by EP rank 0 only), all-reduced over the world: the norm of the global gradient.
-//   4. step(): the Optimizer steps this rank's shard (shard_ranges over the DP group: Muon
-//      tensors whole, so each Muon matrix is orthogonalised by exactly one rank on its full
-//      reduced gradient; AdamW tensors may be cut anywhere), then the updated parameters
-//      are all-gathered over the DP group (in place).
-// Optimizer state lives only for the shard: (n-1)/n of it is gone from each rank.
+//   4. The caller's optimizer steps owned() (shard_ranges over the DP group: Muon tensors
+//      whole, so each Muon matrix is orthogonalised by exactly one rank on its full reduced
+//      gradient; AdamW tensors may be cut anywhere) from grads(); gather() then all-gathers
+//      the updated parameters over the DP group (in place).
+// The optimizer keeps state only for owned(): (n-1)/n of it is gone from each rank.
 // With shard = false the same class runs plain DP (bucketed all-reduce, replicated
 // optimizer over the whole buffer), for comparisons.
 #pragma once
@@ -27,10 +27,11 @@
 #include <memory>
 #include <vector>
 
-#include "dist/comm.h"
-#include "train/optim.h"
+#include "comm/comm.h"
+#include "core/bf16.h"
+#include "model/params.h"
 
-namespace zaya::dist {
+namespace zaya::parallel {
 
 struct Zero1Settings {
   size_t bucket_elems = size_t(1) << 20;  // reduce-scatter bucket size (fp32 elements)
@@ -47,21 +48,22 @@ struct CommStats {
 
 class Zero1 {
  public:
-  Zero1(const ParamTable& table, const OptimizerSettings& s, const Groups& g, Zero1Settings z = {});
+  Zero1(const ParamTable& table, const comm::Groups& g, Zero1Settings z = {});
 
   void begin(float* grads);
   void grads_ready(size_t from);
   void finish();
   double grad_norm();
-  // params_bf16 (optional): the weights' bf16 copy, written in the optimizer's pass. Returns
-  // whether all of it is now current (ZeRO-1 over several ranks writes only this shard's).
-  bool step(float* params, double lr, double grad_scale, bf16* params_bf16 = nullptr);
+  // After the optimizer stepped owned(): all-gathers the parameters over DP. params_bf16: the
+  // weights' bf16 copy the optimizer wrote in its pass, if any. Returns whether all of it is
+  // now current (ZeRO-1 over several ranks wrote only this shard's).
+  bool gather(float* params, const bf16* params_bf16 = nullptr);
+  float* grads() const { return grads_; }  // the reduced gradients (full flat array)
 
   // Sum over the world (every rank sees the global batch): loss sums, router class counts.
   void all_reduce_sum(double* v, size_t n);
   void all_reduce_sum(int64_t* v, size_t n);
 
-  Optimizer& optimizer() { return *opt_; }
   FlatRange owned() const { return own_; }
   const std::vector<FlatRange>& ranges() const { return ranges_; }
   CommStats& stats() { return stats_; }
@@ -70,19 +72,18 @@ class Zero1 {
   void issue(size_t bucket);
 
   const ParamTable& table_;
-  Groups g_;
+  comm::Groups g_;
   Zero1Settings z_;
   std::vector<FlatRange> ranges_;  // per DP rank
   FlatRange own_;
-  std::unique_ptr<Optimizer> opt_;
   std::vector<FlatRange> buckets_;     // ascending
   std::vector<FlatRange> nonexpert_;   // non-expert runs inside own_
   std::vector<FlatRange> expert_;      // expert runs inside own_
   std::vector<float> shard_;           // reduce-scatter destination over own_
-  std::vector<Request> pending_;
+  std::vector<comm::Request> pending_;
   size_t next_ = 0;                    // buckets_[next_ - 1 ..] from the top not yet issued; next_ = count left
   float* grads_ = nullptr;
   CommStats stats_;
 };
 
-}  // namespace zaya::dist
+}  // namespace zaya::parallel

@@ -1,11 +1,11 @@
-#include "train/ckpt_layout.h"
+#include "parallel/ckpt_layout.h"
 
 #include <algorithm>
 #include <cstdio>
 
 namespace zaya {
 
-std::vector<SliceCut> rank_param_cuts(const ParamTable& local, FlatRange own, const dist::Layout& L, bool zero1) {
+std::vector<SliceCut> rank_param_cuts(const ParamTable& local, FlatRange own, const comm::Layout& L, bool zero1) {
   std::vector<SliceCut> out;
   if (L.cp_rank != 0 || (!zero1 && L.dp_rank != 0)) return out;
   for (const ParamInfo& p : local.params) {
@@ -22,8 +22,8 @@ std::string rank_file(const char* kind, int world_rank) {
   return buf;
 }
 
-dist::Layout layout_of_rank(int dp, int ep, int cp, int r) {
-  dist::Layout L;
+comm::Layout layout_of_rank(int dp, int ep, int cp, int r) {
+  comm::Layout L;
   L.dp = dp, L.ep = ep, L.cp = cp;
   L.cp_rank = r % cp;
   L.ep_rank = (r / cp) % ep;

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace zaya::dist {
+namespace zaya::comm {
 
 enum class ReduceOp { Sum, Max, Min };
 
@@ -152,4 +152,4 @@ struct Groups {
 // dp * ep * cp must equal world.size(); dp = 0 means world / (ep * cp).
 Groups make_groups(const Communicator& world, int dp, int ep, int cp);
 
-}  // namespace zaya::dist
+}  // namespace zaya::comm

@@ -1,4 +1,4 @@
-#include "train/prepare.h"
+#include "data/prepare.h"
 
 #include <omp.h>
 
@@ -18,7 +18,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "train/shard.h"
+#include "data/shard.h"
 
 namespace zaya {
 
