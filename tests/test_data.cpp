@@ -13,10 +13,10 @@
 
 #include "core/error.h"
 #include "test_util.h"
-#include "train/loader.h"
-#include "train/prepare.h"
-#include "train/shard.h"
-#include "train/tokenizer.h"
+#include "data/loader.h"
+#include "data/prepare.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
 
 using namespace zaya;
 namespace fs = std::filesystem;

@@ -280,7 +280,7 @@ static OpCase cca_row(int B, int Tn, int pos0) {
 }
 
 // Two context-parallel shards of one sequence run in turn in this process, as the MPI
-// shards (dist/context_parallel.h) would run side by side: shard 0's forward leaves its halo
+// shards (parallel/context_parallel.h) would run side by side: shard 0's forward leaves its halo
 // (last P pre-conv rows, last x) and its K/V in a mailbox for shard 1; shard 1's backward
 // leaves the dK/dV of shard 0's rows and its halo gradients (dhalo, d x_prev) for shard 0.
 template <class T>

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "train/hf_tokenizer.h"
-#include "train/tokenizer.h"
+#include "data/hf_tokenizer.h"
+#include "data/tokenizer.h"
 
 using namespace zaya;
 using json = nlohmann::json;

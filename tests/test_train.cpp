@@ -17,7 +17,7 @@
 #include "train/optim.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
-#include "train/shard.h"
+#include "data/shard.h"
 #include "train/trainer.h"
 
 using namespace zaya;
