@@ -33,7 +33,7 @@ void optim_case(const CaseArgs& a) {
   zaya::Model<float> m(cfg);
   m.init(a.seed);
   zaya::OptimizerSettings s;
-  s.kind = a.optimizer == "muon" ? zaya::OptimizerKind::Muon : zaya::OptimizerKind::AdamW;
+  s.kind = zaya::parse_optimizer_kind(a.optimizer, "--optimizer");
   s.adamw.weight_decay = a.weight_decay;
   zaya::Optimizer opt(m.layout.params, s);
   // One fixed random batch; the gradients change with the weights from step to step.
@@ -85,7 +85,7 @@ ZAYA_COMMAND("optim-case", "Optimizer steps for the PyTorch reference (developer
   auto a = std::make_shared<CaseArgs>();
   app.add_option("--config", a->config, "model config")->required();
   app.add_option("--out", a->out, "output directory")->required();
-  app.add_option("--optimizer", a->optimizer, "adamw or muon")->check(CLI::IsMember({"adamw", "muon"}));
+  app.add_option("--optimizer", a->optimizer, "adamw or muon")->check(CLI::IsMember(zaya::optimizer_kind_names()));
   app.add_option("--steps", a->steps, "optimizer steps")->check(CLI::PositiveNumber);
   app.add_option("--seed", a->seed, "seed");
   app.add_option("--lr", a->lr, "learning rate of step 1");

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace zaya {
+namespace zaya::parallel {
 
 std::vector<SliceCut> rank_param_cuts(const ParamTable& local, FlatRange own, const comm::Layout& L, bool zero1) {
   std::vector<SliceCut> out;
@@ -31,4 +31,4 @@ comm::Layout layout_of_rank(int dp, int ep, int cp, int r) {
   return L;
 }
 
-}  // namespace zaya
+}  // namespace zaya::parallel

@@ -15,7 +15,7 @@
 #include "comm/comm.h"
 #include "model/params.h"
 
-namespace zaya {
+namespace zaya::parallel {
 
 struct SliceCut {
   const ParamInfo* p;   // the tensor (in the rank's local table; its name and shape are global)
@@ -32,4 +32,4 @@ std::string rank_file(const char* kind, int world_rank);  // "params-r00003.safe
 // The (dp, ep, cp) coordinates of world rank r (comm/comm.h's rank order).
 comm::Layout layout_of_rank(int dp, int ep, int cp, int world_rank);
 
-}  // namespace zaya
+}  // namespace zaya::parallel

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "model/params.h"
 #include "size/hardware.h"
+#include "train/optim.h"
 
 namespace zaya::size {
 using json = nlohmann::json;
@@ -40,7 +41,7 @@ void RunLayout::validate(const ModelConfig& cfg) const {
   if (overlap < 0 || overlap > 1) fail("--overlap must be in [0, 1], got ", overlap);
   if (attention != "flash" && attention != "full" && attention != "naive")
     fail("--attention must be flash, full or naive, got '", attention, "'");
-  if (optimizer != "adamw" && optimizer != "muon") fail("--optimizer must be adamw or muon, got '", optimizer, "'");
+  parse_optimizer_kind(optimizer, "--optimizer");  // fails on a name that is no optimizer
 }
 
 double Workload::forward_flops() const {

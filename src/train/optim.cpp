@@ -11,7 +11,26 @@
 
 namespace zaya {
 
-const char* optimizer_kind_name(OptimizerKind k) { return k == OptimizerKind::Muon ? "muon" : "adamw"; }
+const char* optimizer_kind_name(OptimizerKind k) {
+  for (const auto& [name, kind] : kOptimizerKinds)
+    if (kind == k) return name;
+  return "?";
+}
+
+const std::vector<std::string>& optimizer_kind_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& [name, kind] : kOptimizerKinds) v.push_back(name);
+    return v;
+  }();
+  return names;
+}
+
+OptimizerKind parse_optimizer_kind(const std::string& name, const std::string& where) {
+  for (const auto& [n, kind] : kOptimizerKinds)
+    if (name == n) return kind;
+  fail(where, " must be adamw or muon, got '", name, "'");
+}
 
 void newton_schulz5(float* X, int rows, int cols, int steps, std::vector<float>& scratch) {
   const float a = 3.4445f, b = -4.7750f, c = 2.0315f;

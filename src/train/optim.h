@@ -15,9 +15,11 @@
 // first and second moments; for Muon tensors `m` is the momentum buffer and `v` is unused
 // (left zero, not saved). Plus the step counter (bias correction).
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -28,7 +30,13 @@
 namespace zaya {
 
 enum class OptimizerKind { AdamW, Muon };
+// Every kind by its name (run configs, --optimizer, checkpoints' optimizer state).
+inline constexpr std::array<std::pair<const char*, OptimizerKind>, 2> kOptimizerKinds = {
+    {{"adamw", OptimizerKind::AdamW}, {"muon", OptimizerKind::Muon}}};
 const char* optimizer_kind_name(OptimizerKind k);
+const std::vector<std::string>& optimizer_kind_names();  // {"adamw", "muon"}: CLI11's IsMember
+// The kind named `name`; otherwise fails with "<where> must be adamw or muon, got '<name>'".
+OptimizerKind parse_optimizer_kind(const std::string& name, const std::string& where);
 
 struct AdamWSettings {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;

@@ -11,8 +11,8 @@
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "parallel/expert_parallel.h"
 #include "parallel/ckpt_layout.h"
+#include "parallel/parallelize.h"
 
 namespace zaya {
 namespace fs = std::filesystem;
@@ -23,8 +23,7 @@ ReshapeResult reshape_checkpoint(const std::string& src, const std::string& dst_
   Checkpoint ck(src);
   const ModelConfig cfg = checkpoint_model_config(ck);
   ZAYA_CHECK(o.dp >= 1 && o.ep >= 1 && o.cp >= 1, "reshape: dp, ep and cp must be >= 1");
-  ZAYA_CHECK(cfg.num_experts % o.ep == 0, "reshape: --ep ", o.ep, " does not divide the model's ", cfg.num_experts,
-             " experts");
+  parallel::check_expert_split(cfg, o.ep, cat("reshape: --ep ", o.ep));
   const json& lay = ck.manifest().value("layout", json::object());
   const bool zero1 = o.zero1 < 0 ? lay.value("zero1", true) : o.zero1 == 1;
   if (fs::exists(dst_root))
@@ -40,9 +39,8 @@ ReshapeResult reshape_checkpoint(const std::string& src, const std::string& dst_
   std::string tmp;
   try {
     for (int r = 0; r < world; ++r) {
-      const comm::Layout L = layout_of_rank(o.dp, o.ep, o.cp, r);
-      const ExpertRange er = o.ep > 1 ? parallel::ep_expert_range(cfg.num_experts, o.ep, L.ep_rank) : ExpertRange{};
-      const ModelLayout local = build_layout(cfg, er);
+      const comm::Layout L = parallel::layout_of_rank(o.dp, o.ep, o.cp, r);
+      const ModelLayout local = build_layout(cfg, parallel::local_experts(cfg, L));
       const FlatRange own = zero1 ? shard_ranges(local.params, o.dp, true)[size_t(L.dp_rank)]
                                   : FlatRange{0, local.params.total};
       CheckpointWriter w(dst_root, ck.step(), tag);
@@ -54,8 +52,8 @@ ReshapeResult reshape_checkpoint(const std::string& src, const std::string& dst_
         ck.read(name, data.back().data(), begin, n);
         w.add_f32(file, name, t.shape, begin, n, data.back().data());
       };
-      const std::string pf = rank_file("params", r), of = rank_file("optim", r);
-      for (const SliceCut& c : rank_param_cuts(local.params, own, L, zero1)) {
+      const std::string pf = parallel::rank_file("params", r), of = parallel::rank_file("optim", r);
+      for (const parallel::SliceCut& c : parallel::rank_param_cuts(local.params, own, L, zero1)) {
         const size_t n = c.end - c.begin;
         copy(pf, "param/" + c.p->name, c.begin, n);
         for (const char* k : {"optim.m/", "optim.v/"})

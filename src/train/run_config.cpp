@@ -76,6 +76,14 @@ class Fields {
   }
   template <class E>
   void choice(std::string_view k, E& out, std::initializer_list<std::pair<const char*, E>> options) {
+    choice_in(k, out, options);
+  }
+  template <class E, size_t N>
+  void choice(std::string_view k, E& out, const std::array<std::pair<const char*, E>, N>& options) {
+    choice_in(k, out, options);
+  }
+  template <class E, class Options>
+  void choice_in(std::string_view k, E& out, const Options& options) {
     std::string s;
     if (!has(k)) return (void)get(k);
     str(k, s);
@@ -241,7 +249,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
 
   Fields opt(top.table("optimizer"), path, "optimizer");
   OptimizerSettings& o = c.optimizer;
-  opt.choice("kind", o.kind, {{"adamw", OptimizerKind::AdamW}, {"muon", OptimizerKind::Muon}});
+  opt.choice("kind", o.kind, kOptimizerKinds);
   opt.real("lr", c.peak_lr, 0, 10, true);
   opt.real("beta1", o.adamw.beta1, 0, 1, false, true);
   opt.real("beta2", o.adamw.beta2, 0, 1, false, true);

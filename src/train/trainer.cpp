@@ -14,6 +14,7 @@
 #include "core/timer.h"
 #include "kernels/gemm.h"
 #include "kernels/loss.h"
+#include "parallel/parallelize.h"
 
 namespace zaya {
 namespace fs = std::filesystem;
@@ -58,14 +59,11 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
   groups_ = comm::make_groups(comm::Communicator::world(), 0, ep, cp);
   const comm::Layout& L = groups_.layout;
   root_ = groups_.world.rank() == 0;
-  ZAYA_CHECK(cfg_.model.num_experts % L.ep == 0, "run config ", cfg_.path, ": ep = ", L.ep,
-             " does not divide the model's ", cfg_.model.num_experts, " experts");
+  parallel::check_expert_split(cfg_.model, L.ep, cat("run config ", cfg_.path, ": ep = ", L.ep));
   for (const RunPhase& p : cfg_.phases) {
-    ZAYA_CHECK(p.seq_len % L.cp == 0 && p.seq_len / L.cp >= cfg_.model.conv_pad(), "run config ", cfg_.path,
-               ": phase ", p.name, " seq_len ", p.seq_len, " does not split into cp = ", L.cp, " shards of at least ",
-               cfg_.model.conv_pad(), " positions");
-    ZAYA_CHECK(p.global_batch % L.data_world() == 0, "run config ", cfg_.path, ": phase ", p.name, " global_batch ",
-               p.global_batch, " is not a multiple of dp * ep = ", L.data_world());
+    const std::string phase = cat("run config ", cfg_.path, ": phase ", p.name);
+    parallel::check_seq_split(cfg_.model, p.seq_len, L.cp, cat(phase, " seq_len ", p.seq_len));
+    parallel::check_batch_split(p.global_batch, L, cat(phase, " global_batch ", p.global_batch));
   }
 
   loader_ = std::make_unique<DataLoader>(cfg_.train_sources(), cfg_.seed);
@@ -77,19 +75,11 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
     val_names_.push_back(s.name);
   }
 
-  const ExpertRange experts = L.ep > 1 ? parallel::ep_expert_range(cfg_.model.num_experts, L.ep, L.ep_rank) : ExpertRange{};
-  model_ = std::make_unique<Model<float>>(cfg_.model, experts);
+  model_ = std::make_unique<Model<float>>(cfg_.model, parallel::local_experts(cfg_.model, L));
   model_->init(cfg_.seed);
-  if (L.ep > 1) {
-    auto e = std::make_unique<parallel::EpExperts<float>>(groups_.ep, experts, cfg_.model.num_layers);
-    ep_experts_ = e.get();
-    model_->set_experts(std::move(e));
-  }
-  if (L.cp > 1) {
-    auto sh = std::make_unique<parallel::CpShard<float>>(groups_.cp);
-    cp_shard_ = sh.get();
-    model_->set_seq_shard(std::move(sh));
-  }
+  const parallel::ParallelSeams seams = parallel::parallelize(*model_, groups_);
+  ep_experts_ = seams.experts;
+  cp_shard_ = seams.seq_shard;
   model_->reserve(cfg_.micro_batch, cfg_.phases[0].seq_len);
   if (cfg_.balancing.method == BalanceMethod::AuxLoss) model_->set_aux_loss_coeff(cfg_.balancing.aux_coeff);
   parallel::Zero1Settings zs;

@@ -99,10 +99,10 @@ void Trainer::begin_save(bool async) {
     ps->snapshot.emplace_back(src, src + n);
     w.add_f32(file, name, shape, start, n, ps->snapshot.back().data());
   };
-  const std::string params_file = rank_file("params", wr), optim_file = rank_file("optim", wr);
+  const std::string params_file = parallel::rank_file("params", wr), optim_file = parallel::rank_file("optim", wr);
   const FlatRange own = zero1_->owned();
   const Optimizer& opt = *optimizer_;
-  for (const SliceCut& c : rank_param_cuts(model_->layout.params, own, L, cfg_.zero1)) {
+  for (const parallel::SliceCut& c : parallel::rank_param_cuts(model_->layout.params, own, L, cfg_.zero1)) {
     const ParamInfo& p = *c.p;
     const size_t n = c.end - c.begin;
     add(params_file, "param/" + p.name, p.shape, c.begin, n, model_->params.data() + c.flat());
