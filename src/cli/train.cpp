@@ -88,7 +88,8 @@ ZAYA_COMMAND("train", "Pretrain a model as a run config (TOML) says: phases, opt
       ->check(CLI::NonNegativeNumber);
   app.add_option("--out", a->out, "output directory (overrides run.out_dir)");
   app.add_option("--precision", a->precision, "override run.precision")->check(CLI::IsMember({"fp32", "bf16"}));
-  app.add_option("--optimizer", a->optimizer, "override optimizer.kind")->check(CLI::IsMember(zaya::optimizer_kind_names()));
+  app.add_option("--optimizer", a->optimizer, "override optimizer.kind")
+      ->check(CLI::IsMember(zaya::optimizer_kind_names()));
   app.add_option("--ep", a->ep, "expert-parallel degree (overrides parallel.ep; dp = world / (ep * cp))")
       ->check(CLI::PositiveNumber);
   app.add_option("--cp", a->cp, "context-parallel degree (overrides parallel.cp)")->check(CLI::PositiveNumber);
