@@ -1,12 +1,10 @@
 #include "ckpt/checkpoint.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -15,20 +13,13 @@
 
 #include "core/bf16.h"
 #include "core/error.h"
+#include "core/io.h"
 
 namespace zaya {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-void fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) fail(dir, ": cannot open directory to fsync (", std::strerror(errno), ")");
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) fail(dir, ": fsync failed (", std::strerror(errno), ")");
-}
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -193,23 +184,10 @@ std::string CheckpointWriter::commit(json header, const std::vector<json>& piece
   header["tensors"] = std::move(tensors);
   const std::string text = header.dump(1) + "\n";
   write_file_atomic((fs::path(tmp_) / "manifest.json").string(), text.data(), text.size());
-  fsync_dir(tmp_);
   // Into place: a re-saved step (after a rollback) replaces the old directory.
-  std::error_code ec;
-  std::string trash;
-  if (fs::exists(final_)) {
-    trash = (fs::path(root_) / (".trash-" + fs::path(final_).filename().string() + "-" + std::to_string(::getpid())))
-                .string();
-    fs::remove_all(trash, ec);
-    fs::rename(final_, trash, ec);
-    if (ec) fail("checkpoint ", final_, ": cannot move the old directory aside (", ec.message(), ")");
-  }
-  fs::rename(tmp_, final_, ec);
-  if (ec) fail("checkpoint ", final_, ": rename from ", tmp_, " failed (", ec.message(), ")");
-  fsync_dir(root_);
+  publish_dir(tmp_, final_);
   const std::string latest = fs::path(final_).filename().string() + "\n";
   write_file_atomic((fs::path(root_) / "latest").string(), latest.data(), latest.size());
-  if (!trash.empty()) fs::remove_all(trash, ec);
   return final_;
 }
 

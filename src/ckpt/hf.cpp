@@ -1,7 +1,6 @@
 #include "ckpt/hf.h"
 
 #include <algorithm>
-
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -10,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/hf_writer.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -128,63 +128,20 @@ template <class T>
 void save_hf_dir(const std::string& dir, const Model<T>& m, DType dtype, size_t max_shard_bytes,
                  bool check_hf_compat) {
   const ModelConfig& c = m.cfg();
-  if (check_hf_compat) {
-    if (c.num_q_heads * 2 != c.num_attention_heads)
-      fail("config: cca_num_q_heads (", c.num_q_heads, ") must be num_attention_heads / 2 (",
-           c.num_attention_heads, ") for the released HF ZAYA code, which sizes o_proj from the nominal heads");
-    if (c.topk != 1) fail("config: moe_router_topk (", c.topk, ") must be 1 for the released HF ZAYA code");
-  }
-  ZAYA_CHECK(dtype == DType::F32 || dtype == DType::BF16, "export dtype must be F32 or BF16");
+  HfWriteOptions o;
+  o.dtype = dtype;
+  o.max_shard_bytes = max_shard_bytes;
+  o.check_hf_compat = check_hf_compat;
+  HfWriter w(c, o);
   ZAYA_CHECK(m.layout.experts.count() == c.num_experts, "export needs all experts in one process");
-  fs::create_directories(dir);
-  // Shard plan: tensors in table order, a new shard when the next would overflow.
-  struct Item { const ParamInfo* p; const T* data; };
-  std::vector<Item> items;
-  for (auto& p : m.layout.params.params) items.push_back({&p, m.params.data() + p.offset});
-  for (auto& p : m.layout.buffers.params) items.push_back({&p, m.buffers.data() + p.offset});
-  std::vector<std::vector<Item>> shards(1);
-  size_t cur = 0, total = 0;
-  for (auto& it : items) {
-    size_t bytes = it.p->numel * dtype_size(it.p->name.find("balancing_biases") != std::string::npos ? DType::F32 : dtype);
-    if (max_shard_bytes && cur + bytes > max_shard_bytes && !shards.back().empty()) {
-      shards.emplace_back();
-      cur = 0;
-    }
-    shards.back().push_back(it);
-    cur += bytes;
-    total += bytes;
-  }
-  json weight_map = json::object();
-  for (size_t s = 0; s < shards.size(); ++s) {
-    std::string fn = shards.size() == 1 ? "model.safetensors"
-                                        : cat("model-", std::string(5 - std::to_string(s + 1).size(), '0'), s + 1,
-                                              "-of-", std::string(5 - std::to_string(shards.size()).size(), '0'),
-                                              shards.size(), ".safetensors");
-    SafetensorsWriter w;
-    w.set_metadata("format", "pt");
-    for (auto& it : shards[s]) {
-      // Balancing biases stay fp32: they steer discrete choices and are tiny.
-      DType dt = it.p->name.find("balancing_biases") != std::string::npos ? DType::F32 : dtype;
-      if constexpr (std::is_same_v<T, float>)
-        w.add_float(it.p->name, dt, it.p->shape, it.data);
-      else
-        w.add_double(it.p->name, dt, it.p->shape, it.data);
-      weight_map[it.p->name] = fn;
-    }
-    w.write((fs::path(dir) / fn).string());
-  }
-  if (shards.size() > 1) {
-    json idx = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    std::string s = idx.dump(2);
-    write_file_atomic((fs::path(dir) / "model.safetensors.index.json").string(), s.data(), s.size());
-  }
-  json cfg = c.to_hf_json();
-  cfg["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
-  std::string cs = cfg.dump(2);
-  write_file_atomic((fs::path(dir) / "config.json").string(), cs.data(), cs.size());
-  json gen = {{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_id}, {"pad_token_id", c.pad_token_id}};
-  std::string gs = gen.dump(2);
-  write_file_atomic((fs::path(dir) / "generation_config.json").string(), gs.data(), gs.size());
+  auto add = [&](const ParamInfo& p, const T* data) {
+    // Balancing biases stay fp32: they steer discrete choices and are tiny.
+    const DType dt = p.name.find("balancing_biases") != std::string::npos ? DType::F32 : dtype;
+    w.add({p.name, dt, p.shape, [pp = &p, data, dt](uint8_t* dst) { encode_floats(dt, data, pp->numel, dst, pp->name); }});
+  };
+  for (const ParamInfo& p : m.layout.params.params) add(p, m.params.data() + p.offset);
+  for (const ParamInfo& p : m.layout.buffers.params) add(p, m.buffers.data() + p.offset);
+  w.write(dir);
 }
 
 template void load_hf_weights<float>(const std::string&, Model<float>&);

@@ -42,8 +42,9 @@ template <class T>
 void load_hf_weights(const std::string& dir, Model<T>& m);
 
 // Writes config.json, generation_config.json and the weights (one file, or shards of at
-// most max_shard_bytes plus the index). dtype F32 or BF16. Fails, naming the field, on a
-// config the released HF code cannot load (Hq != num_attention_heads/2, top-k != 1).
+// most max_shard_bytes plus the index) through HfWriter (ckpt/hf_writer.h). dtype F32 or
+// BF16. Fails, naming the field, on a config the released HF code cannot load
+// (Hq != num_attention_heads/2, top-k != 1).
 template <class T>
 void save_hf_dir(const std::string& dir, const Model<T>& m, DType dtype, size_t max_shard_bytes = 0,
                  bool check_hf_compat = true);

@@ -1,14 +1,9 @@
 #include "ckpt/hf_convert.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <ctime>
-#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,9 +13,11 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "ckpt/hf_writer.h"
 #include "ckpt/tokenizer_files.h"
 #include "core/bf16.h"
 #include "core/error.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "model/params.h"
 
@@ -42,128 +39,17 @@ size_t numel_of(const std::vector<int64_t>& s) {
   return n;
 }
 
-void fsync_path(const std::string& path, bool dir) {
-  int fd = ::open(path.c_str(), dir ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) fail(path, ": cannot open to fsync (", std::strerror(errno), ")");
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) fail(path, ": fsync failed (", std::strerror(errno), ")");
-}
-
-// A destination directory built under a temporary name next to it and renamed into place
-// by commit(); destroyed uncommitted, it removes the temporary and leaves `out` untouched.
-class StagedDir {
- public:
-  StagedDir(const std::string& out, bool force) : out_(fs::path(out).lexically_normal()) {
-    if (out_.filename().empty()) out_ = out_.parent_path();  // "dir/" -> "dir"
-    std::error_code ec;
-    if (fs::exists(out_, ec)) {
-      if (!fs::is_directory(out_)) fail(out_.string(), ": exists and is not a directory");
-      if (!fs::is_empty(out_) && !force) fail(out_.string(), ": not empty (give --force to replace it)");
-    }
-    fs::path parent = out_.has_parent_path() ? out_.parent_path() : fs::path(".");
-    fs::create_directories(parent, ec);
-    if (ec) fail(parent.string(), ": cannot create directory (", ec.message(), ")");
-    tmp_ = parent / (".tmp-" + out_.filename().string() + "-" + std::to_string(::getpid()));
-    fs::remove_all(tmp_, ec);
+// `out` normalized ("dir/" -> "dir"), once it may be written: absent, an empty directory, or
+// any directory when `force`.
+std::string checked_destination(const std::string& out, bool force) {
+  fs::path o = fs::path(out).lexically_normal();
+  if (o.filename().empty()) o = o.parent_path();
+  std::error_code ec;
+  if (fs::exists(o, ec)) {
+    if (!fs::is_directory(o)) fail(o.string(), ": exists and is not a directory");
+    if (!fs::is_empty(o) && !force) fail(o.string(), ": not empty (give --force to replace it)");
   }
-  ~StagedDir() {
-    std::error_code ec;
-    if (!committed_) fs::remove_all(tmp_, ec);
-  }
-  const fs::path& tmp() const { return tmp_; }
-  const fs::path& out() const { return out_; }
-  void create() {
-    std::error_code ec;
-    fs::create_directories(tmp_, ec);
-    if (ec) fail(tmp_.string(), ": cannot create directory (", ec.message(), ")");
-  }
-  // `src` (tmp() or a directory inside it) becomes out().
-  void commit(const fs::path& src) {
-    fsync_path(src.string(), true);
-    std::error_code ec;
-    fs::path trash;
-    if (fs::exists(out_)) {
-      trash = out_.parent_path() / (".trash-" + out_.filename().string() + "-" + std::to_string(::getpid()));
-      fs::remove_all(trash, ec);
-      fs::rename(out_, trash, ec);
-      if (ec) fail(out_.string(), ": cannot move the old directory aside (", ec.message(), ")");
-    }
-    fs::rename(src, out_, ec);
-    if (ec) {
-      if (!trash.empty()) fs::rename(trash, out_, ec);
-      fail(out_.string(), ": rename from ", src.string(), " failed (", ec.message(), ")");
-    }
-    fsync_path(out_.has_parent_path() ? out_.parent_path().string() : ".", true);
-    committed_ = true;
-    fs::remove_all(tmp_, ec);
-    if (!trash.empty()) fs::remove_all(trash, ec);
-  }
-
- private:
-  fs::path out_, tmp_;
-  bool committed_ = false;
-};
-
-// One safetensors file written tensor by tensor: the header first (shapes are known), then
-// each tensor's bytes as `fill` produces them, so only one tensor is in memory at a time.
-struct StreamItem {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-};
-void write_safetensors_streamed(const std::string& path, const std::vector<StreamItem>& items,
-                                const std::function<void(size_t i, uint8_t* dst)>& fill) {
-  json h = json::object();
-  h["__metadata__"] = {{"format", "pt"}};
-  uint64_t off = 0;
-  std::vector<uint64_t> bytes;
-  for (const StreamItem& it : items) {
-    bytes.push_back(numel_of(it.shape) * dtype_size(it.dtype));
-    h[it.name] = {{"dtype", dtype_name(it.dtype)}, {"shape", it.shape}, {"data_offsets", {off, off + bytes.back()}}};
-    off += bytes.back();
-  }
-  std::string hs = h.dump();
-  while ((hs.size() + 8) % 8) hs.push_back(' ');  // data section 8-byte aligned, as SafetensorsWriter
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail(path, ": cannot create (", std::strerror(errno), ")");
-  auto put = [&](const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        int err = errno;
-        ::close(fd);
-        fail(path, ": write failed (", std::strerror(err), ")");
-      }
-      c += w, n -= size_t(w);
-    }
-  };
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(hs.size()) >> (8 * i));
-  put(len, 8);
-  put(hs.data(), hs.size());
-  std::vector<uint8_t> buf;
-  for (size_t i = 0; i < items.size(); ++i) {
-    buf.resize(bytes[i]);
-    fill(i, buf.data());
-    put(buf.data(), buf.size());
-  }
-  if (::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    fail(path, ": fsync failed (", std::strerror(err), ")");
-  }
-  ::close(fd);
-}
-
-void write_text(const fs::path& p, const std::string& s) { write_file_atomic(p.string(), s.data(), s.size()); }
-
-std::string shard_name(size_t i, size_t n) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
-  return buf;
+  return o.string();
 }
 
 }  // namespace
@@ -193,14 +79,6 @@ const HfDir::Entry* HfDir::find(const std::string& name) const {
 
 bool is_hf_dir(const std::string& path) { return fs::exists(fs::path(path) / "config.json"); }
 
-void check_hf_compatible(const ModelConfig& c) {
-  // The same conditions as save_hf_dir's (ckpt/hf.cpp).
-  if (c.num_q_heads * 2 != c.num_attention_heads)
-    fail("config: cca_num_q_heads (", c.num_q_heads, ") must be num_attention_heads / 2 (", c.num_attention_heads,
-         ") for the released HF ZAYA code, which sizes o_proj from the nominal heads");
-  if (c.topk != 1) fail("config: moe_router_topk (", c.topk, ") must be 1 for the released HF ZAYA code");
-}
-
 uint64_t parse_shard_size(const std::string& s) {
   if (s == "none") return 0;
   size_t i = 0;
@@ -223,25 +101,45 @@ uint64_t parse_shard_size(const std::string& s) {
 // Export
 
 ConvertSummary export_hf(const std::string& ckpt_path, const std::string& out, const ExportHfOptions& o) {
-  ZAYA_CHECK(o.dtype == DType::F32 || o.dtype == DType::BF16, "export dtype must be F32 or BF16");
   Checkpoint ck(ckpt_path);
   const ModelConfig cfg = checkpoint_model_config(ck);
   cfg.validate();
-  if (o.check_hf_compat) check_hf_compatible(cfg);
+  HfWriteOptions wo;
+  wo.dtype = o.dtype;
+  wo.max_shard_bytes = o.max_shard_bytes;
+  wo.check_hf_compat = o.check_hf_compat;
+  wo.final_newline = true;
+  HfWriter writer(cfg, wo);
   const ModelLayout L = build_layout(cfg);
   // Every tensor the model has must be in the checkpoint with its shape, and nothing more.
-  struct Item {
-    const ParamInfo* p;
-    std::string ck_name;  // "" -> initial values (a balancing-bias buffer the checkpoint lacks)
-    DType dtype;
+  // A buffer the checkpoint lacks (a balancing bias) is exported with its initial values.
+  std::vector<float> init_bufs(L.buffers.total);
+  init_buffers(L, init_bufs.data());
+  std::vector<float> f32;
+  auto add = [&](const ParamInfo& p, const std::string& ck_name, DType dtype) {
+    writer.add({p.name, dtype, p.shape, [&, pp = &p, ck_name, dtype](uint8_t* dst) {
+                  const ParamInfo& p = *pp;
+                  const size_t n = p.numel;
+                  float* src = dtype == DType::F32 ? reinterpret_cast<float*>(dst) : (f32.resize(n), f32.data());
+                  if (ck_name.empty())
+                    std::memcpy(src, init_bufs.data() + p.offset, n * 4);
+                  else
+                    ck.read(ck_name, src, 0, n, p.shape);
+                  if (dtype == DType::BF16)
+                    for (size_t e = 0; e < n; ++e) {
+                      const uint16_t b = to_bf16(src[e]).bits;
+                      std::memcpy(dst + 2 * e, &b, 2);
+                    }
+                }});
   };
-  std::vector<Item> items;
+  size_t tensors = 0;
   for (const ParamInfo& p : L.params.params) {
     const std::string n = "param/" + p.name;
     ZAYA_CHECK(ck.has(n), "checkpoint ", ck.dir(), ": no tensor ", n, " (the model config has it)");
     ZAYA_CHECK(ck.tensor(n).shape == p.shape, "checkpoint ", ck.dir(), ": tensor ", n, " has shape ",
                shape_str(ck.tensor(n).shape), ", the model config needs ", shape_str(p.shape));
-    items.push_back({&p, n, o.dtype});
+    add(p, n, o.dtype);
+    ++tensors;
   }
   for (const ParamInfo& p : L.buffers.params) {
     const std::string n = "buffer/" + p.name;
@@ -251,64 +149,20 @@ ConvertSummary export_hf(const std::string& ckpt_path, const std::string& out, c
                  shape_str(ck.tensor(n).shape), ", the model config needs ", shape_str(p.shape));
     else
       log_warn("checkpoint ", ck.dir(), ": no ", n, "; exporting the initial balancing biases");
-    items.push_back({&p, have ? n : "", DType::F32});  // biases stay F32: they steer discrete choices
+    add(p, have ? n : "", DType::F32);  // biases stay F32: they steer discrete choices
+    ++tensors;
   }
   for (const auto& t : ck.tensors())
     if ((t.name.rfind("param/", 0) == 0 && !L.params.find(t.name.substr(6))) ||
         (t.name.rfind("buffer/", 0) == 0 && !L.buffers.find(t.name.substr(7))))
       fail("checkpoint ", ck.dir(), ": tensor ", t.name, " is not in the model its model_config describes");
-  std::vector<float> init_bufs(L.buffers.total);
-  init_buffers(L, init_bufs.data());
 
-  // Shard plan: tensors in table order, a new shard when the next would overflow.
-  std::vector<std::vector<size_t>> shards(1);
-  uint64_t cur = 0, total = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const uint64_t b = items[i].p->numel * dtype_size(items[i].dtype);
-    if (o.max_shard_bytes && cur + b > o.max_shard_bytes && !shards.back().empty()) shards.emplace_back(), cur = 0;
-    shards.back().push_back(i);
-    cur += b, total += b;
-  }
-
-  StagedDir stage(out, o.force);
+  StagedDir stage(checked_destination(out, o.force));
   stage.create();
+  const HfWriteSummary written = writer.write(stage.tmp());
   ConvertSummary sum;
-  json weight_map = json::object();
-  std::vector<float> f32;
-  for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string fn = shards.size() == 1 ? "model.safetensors" : shard_name(s, shards.size());
-    std::vector<StreamItem> st;
-    for (size_t i : shards[s]) {
-      st.push_back({items[i].p->name, items[i].dtype, items[i].p->shape});
-      weight_map[items[i].p->name] = fn;
-    }
-    write_safetensors_streamed((stage.tmp() / fn).string(), st, [&](size_t k, uint8_t* dst) {
-      const Item& it = items[shards[s][k]];
-      const size_t n = it.p->numel;
-      float* src = it.dtype == DType::F32 ? reinterpret_cast<float*>(dst) : (f32.resize(n), f32.data());
-      if (it.ck_name.empty())
-        std::memcpy(src, init_bufs.data() + it.p->offset, n * 4);
-      else
-        ck.read(it.ck_name, src, 0, n, it.p->shape);
-      if (it.dtype == DType::BF16)
-        for (size_t e = 0; e < n; ++e) {
-          const uint16_t b = to_bf16(src[e]).bits;
-          std::memcpy(dst + 2 * e, &b, 2);
-        }
-    });
-    sum.bytes += fs::file_size(stage.tmp() / fn);
-    ++sum.files;
-  }
-  if (shards.size() > 1)
-    write_text(stage.tmp() / "model.safetensors.index.json",
-               json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
-  json hf = cfg.to_hf_json();
-  hf["torch_dtype"] = o.dtype == DType::BF16 ? "bfloat16" : "float32";
-  write_text(stage.tmp() / "config.json", hf.dump(2) + "\n");
-  write_text(stage.tmp() / "generation_config.json",
-             json{{"bos_token_id", cfg.bos_token_id}, {"eos_token_id", cfg.eos_token_id},
-                  {"pad_token_id", cfg.pad_token_id}}
-                     .dump(2) + "\n");
+  sum.files = written.files;
+  sum.bytes = written.file_bytes;
   const std::string tok = checkpoint_tokenizer(ck);
   if (!tok.empty()) {
     for (const auto& [src, name] : tokenizer_files(tok)) {
@@ -316,13 +170,13 @@ ConvertSummary export_hf(const std::string& ckpt_path, const std::string& out, c
       std::ostringstream os;
       os << in.rdbuf();
       ZAYA_CHECK(in, src, ": cannot read the tokenizer");
-      write_text(stage.tmp() / name, os.str());
+      write_file_atomic((fs::path(stage.tmp()) / name).string(), os.str());
     }
     sum.tokenizer = true;
   }
-  stage.commit(stage.tmp());
-  sum.out = stage.out().string();
-  sum.tensors = items.size();
+  stage.commit();
+  sum.out = stage.out();
+  sum.tensors = tensors;
   sum.step = ck.step();
   return sum;
 }
@@ -379,12 +233,12 @@ ConvertSummary import_hf(const std::string& hfdir, const std::string& out, bool 
 
   // Zero-copy where the stored dtype is one a checkpoint holds (F32, BF16): the writer reads
   // straight from the memory-mapped HF files. F16/F64 are converted to F32.
-  StagedDir stage(out, force);
+  StagedDir stage(checked_destination(out, force));
   std::vector<std::vector<float>> owned;
   std::vector<float> init_bufs(L.buffers.total);
   init_buffers(L, init_bufs.data());
   {
-    CheckpointWriter w(stage.tmp().string(), 0);
+    CheckpointWriter w(stage.tmp(), 0);
     auto add = [&](const std::string& file, const std::string& group, const ParamInfo& p, const HfDir::Entry* e) {
       if (!e) {
         log_warn(hfdir, ": no '", p.name, "'; using the initial balancing biases");
@@ -418,7 +272,7 @@ ConvertSummary import_hf(const std::string& hfdir, const std::string& out, bool 
     const std::string dir = w.commit(header, {w.write_files()});
     stage.commit(dir);
   }
-  Checkpoint ck(stage.out().string());
+  Checkpoint ck(stage.out());
   ConvertSummary sum;
   sum.out = ck.dir();
   sum.tensors = ck.tensors().size();

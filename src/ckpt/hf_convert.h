@@ -41,9 +41,6 @@ class HfDir {
 
 bool is_hf_dir(const std::string& path);  // has config.json
 
-// Fails, naming the field, on a config the released HF ZAYA code cannot load.
-void check_hf_compatible(const ModelConfig& c);
-
 struct ExportHfOptions {
   DType dtype = DType::BF16;              // F32 or BF16 (balancing biases stay F32)
   uint64_t max_shard_bytes = 5000000000;  // 0: one file
@@ -62,8 +59,9 @@ struct ConvertSummary {
 };
 
 // Checkpoint (a step directory, its root or a run directory) -> HF directory `out`:
-// config.json, model.safetensors or shards plus the index, generation_config.json and
-// tokenizer.model when the checkpoint has one.
+// config.json, model.safetensors or shards plus the index, generation_config.json (written by
+// HfWriter, ckpt/hf_writer.h, each JSON file ending in a newline) and tokenizer.model when the
+// checkpoint has one.
 ConvertSummary export_hf(const std::string& ckpt, const std::string& out, const ExportHfOptions& o);
 
 // HF directory -> zaya checkpoint directory `out` (manifest.json, format zaya.ckpt.v1) with

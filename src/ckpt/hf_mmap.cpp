@@ -3,13 +3,12 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
-
-#include <nlohmann/json.hpp>
 
 #include "ckpt/hf.h"
+#include "ckpt/hf_writer.h"
 #include "ckpt/safetensors.h"
 #include "core/bf16.h"
 #include "core/error.h"
@@ -18,7 +17,6 @@
 
 namespace zaya {
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
@@ -126,70 +124,40 @@ bool hf_weights_are_bf16(const std::string& dir) {
 }
 
 uint64_t write_random_hf_bf16(const std::string& dir, const ModelConfig& cfg, uint64_t seed, size_t max_shard_bytes) {
-  ModelLayout L = build_layout(cfg);
-  fs::create_directories(dir);
+  const ModelLayout L = build_layout(cfg);
   std::vector<float> bufs(L.buffers.total);
   init_buffers(L, bufs.data());
-  struct Item { const ParamInfo* p; bool buffer; };
-  std::vector<std::vector<Item>> shards(1);
-  size_t cur = 0;
-  for (int pass = 0; pass < 2; ++pass)
-    for (const ParamInfo& p : (pass ? L.buffers : L.params).params) {
-      const size_t bytes = p.numel * (pass ? 4 : 2);
-      if (max_shard_bytes && cur + bytes > max_shard_bytes && !shards.back().empty()) shards.emplace_back(), cur = 0;
-      shards.back().push_back({&p, pass == 1});
-      cur += bytes;
-    }
-  json weight_map = json::object();
-  uint64_t total = 0;
-  auto pad5 = [](size_t v) { std::string s = std::to_string(v); return std::string(5 - s.size(), '0') + s; };
-  for (size_t si = 0; si < shards.size(); ++si) {
-    const std::string fn = shards.size() == 1 ? "model.safetensors"
-                                              : cat("model-", pad5(si + 1), "-of-", pad5(shards.size()), ".safetensors");
-    SafetensorsWriter w;
-    w.set_metadata("format", "pt");
-    std::vector<std::vector<uint8_t>> held;  // the writer keeps pointers until write()
-    for (const Item& it : shards[si]) {
-      const ParamInfo& p = *it.p;
-      if (it.buffer) {
-        w.add(p.name, DType::F32, p.shape, bufs.data() + p.offset, p.numel * 4);
-      } else {
-        held.emplace_back(p.numel * 2);
-        bf16* d = reinterpret_cast<bf16*>(held.back().data());
-        const bool one = p.role == ParamRole::Norm || p.role == ParamRole::Scale;
-        const bool zero = p.role == ParamRole::Bias;
-        const uint64_t key = hash_name(p.name);
-        const int64_t n = int64_t(p.numel);
-        // Uniform with standard deviation init_std: cheap enough for billions of values.
-        const float a = float(cfg.init_std * std::sqrt(3.0)) / 32768.f;
+  HfWriteOptions o;
+  o.max_shard_bytes = max_shard_bytes;
+  o.check_hf_compat = false;
+  o.generation_config = false;
+  HfWriter w(cfg, o);
+  const float a = float(cfg.init_std * std::sqrt(3.0)) / 32768.f;
+  for (const ParamInfo& p : L.params.params)
+    w.add({p.name, DType::BF16, p.shape, [pp = &p, seed, a](uint8_t* dst) {
+             const ParamInfo& p = *pp;
+             bf16* d = reinterpret_cast<bf16*>(dst);
+             const bool one = p.role == ParamRole::Norm || p.role == ParamRole::Scale;
+             const bool zero = p.role == ParamRole::Bias;
+             const uint64_t key = hash_name(p.name);
+             const int64_t n = int64_t(p.numel);
+             // Uniform with standard deviation init_std: cheap enough for billions of values.
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i += 4096) {
-          Philox r(seed, key ^ uint64_t(i));
-          for (int64_t k = i; k < std::min(n, i + 4096); k += 4) {
-            const uint64_t u = r.next_u64();
-            for (int64_t j = k; j < std::min(n, k + 4); ++j) {
-              const float v = float(int(uint16_t(u >> (16 * (j - k)))) - 32768) * a;
-              d[j] = to_bf16(one ? 1.f : zero ? 0.f : v);
-            }
-          }
-        }
-        w.add(p.name, DType::BF16, p.shape, d, p.numel * 2);
-      }
-      weight_map[p.name] = fn;
-    }
-    total += w.data_bytes();
-    w.write((fs::path(dir) / fn).string());
-  }
-  if (shards.size() > 1) {
-    json idx = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    const std::string s = idx.dump(2);
-    write_file_atomic((fs::path(dir) / "model.safetensors.index.json").string(), s.data(), s.size());
-  }
-  json c = cfg.to_hf_json();
-  c["torch_dtype"] = "bfloat16";
-  const std::string cs = c.dump(2);
-  write_file_atomic((fs::path(dir) / "config.json").string(), cs.data(), cs.size());
-  return total;
+             for (int64_t i = 0; i < n; i += 4096) {
+               Philox r(seed, key ^ uint64_t(i));
+               for (int64_t k = i; k < std::min(n, i + 4096); k += 4) {
+                 const uint64_t u = r.next_u64();
+                 for (int64_t j = k; j < std::min(n, k + 4); ++j) {
+                   const float v = float(int(uint16_t(u >> (16 * (j - k)))) - 32768) * a;
+                   d[j] = to_bf16(one ? 1.f : zero ? 0.f : v);
+                 }
+               }
+             }
+           }});
+  for (const ParamInfo& p : L.buffers.params)
+    w.add({p.name, DType::F32, p.shape,
+           [src = bufs.data() + p.offset, n = p.numel](uint8_t* dst) { std::memcpy(dst, src, n * 4); }});
+  return w.write(dir).data_bytes;
 }
 
 }  // namespace zaya

@@ -27,9 +27,10 @@ bool hf_weights_are_bf16(const std::string& dir);
 std::string gguf_model_path(const std::string& dir);
 bool is_gguf_model_dir(const std::string& dir);
 
-// Writes config.json + shards of at most max_shard_bytes (+ index when more than one) with
-// random bf16 weights: matrices uniform with std cfg.init_std, norms and scales 1, biases 0,
-// balancing biases as init_buffers. Returns the bytes written.
+// Writes config.json + shards of at most max_shard_bytes (+ index when more than one), through
+// HfWriter (ckpt/hf_writer.h), with random bf16 weights: matrices uniform with std
+// cfg.init_std, norms and scales 1, biases 0, balancing biases as init_buffers. Returns the
+// tensor bytes written.
 uint64_t write_random_hf_bf16(const std::string& dir, const ModelConfig& cfg, uint64_t seed, size_t max_shard_bytes);
 
 }  // namespace zaya

@@ -2,15 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -148,49 +145,24 @@ TensorEntry parse_entry(const std::string& name, const json& v, uint64_t data_le
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) fail(path, ": cannot open (", std::strerror(errno), ")");
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    ::close(fd);
-    fail(path, ": cannot stat");
-  }
-  size_ = size_t(st.st_size);
-  if (size_ < 8) {
-    ::close(fd);
-    fail(path, ": truncated: ", size_, " bytes, shorter than the 8-byte header length");
-  }
-  map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    fail(path, ": mmap failed");
-  }
-  // A constructor that throws runs no destructor: unmap here, or every rejected file would
-  // leak its mapping (found by fuzz_safetensors: after ~65k bad files, mmap failed with
-  // ENOMEM at vm.max_map_count).
-  try {
-    parse_header(path);
-  } catch (...) {
-    munmap(map_, size_);
-    map_ = nullptr;
-    throw;
-  }
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), file_(path) {
+  if (file_.size() < 8) fail(path, ": truncated: ", file_.size(), " bytes, shorter than the 8-byte header length");
+  parse_header(path);
 }
 
 void SafetensorsFile::parse_header(const std::string& path) {
-  const uint8_t* base = static_cast<const uint8_t*>(map_);
+  const uint8_t* base = file_.data();
+  const size_t size = file_.size();
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | base[i];
   if (n > kMaxHeader) fail(path, ": header length ", n, " exceeds the 100 MB limit");
-  if (n > size_ - 8) fail(path, ": truncated: header length ", n, " but the file has ", size_, " bytes");
+  if (n > size - 8) fail(path, ": truncated: header length ", n, " but the file has ", size, " bytes");
   const char* h = reinterpret_cast<const char*>(base + 8);
   if (n == 0 || h[0] != '{') fail(path, ": header does not start with '{'");
   const json j = parse_json_unique_keys(std::string_view(h, n), path + ": header", "tensor");
   if (!j.is_object()) fail(path, ": header is not a JSON object");
   data_ = base + 8 + n;
-  const uint64_t data_len = size_ - 8 - n;
+  const uint64_t data_len = size - 8 - n;
   for (auto& [name, v] : j.items()) {
     if (name == "__metadata__") {
       if (!v.is_object()) fail(path, ": __metadata__ is not an object");
@@ -222,16 +194,6 @@ void SafetensorsFile::parse_header(const std::string& path) {
     fail(path, ": data section has ", data_len, " bytes but its tensors cover ", at, " (", data_len - at,
          " bytes after the last tensor", prev ? cat(" ", quote_name(prev->name)) : std::string(), ")");
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
-}
-
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) munmap(map_, size_);
-}
-
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept
-    : path_(std::move(o.path_)), map_(o.map_), size_(o.size_), data_(o.data_), tensors_(std::move(o.tensors_)),
-      index_(std::move(o.index_)), metadata_(std::move(o.metadata_)) {
-  o.map_ = nullptr;
 }
 
 const TensorEntry* SafetensorsFile::find(const std::string& name) const {
@@ -284,16 +246,32 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
   items_.push_back(std::move(it));
 }
 
+namespace {
+
 template <class T>
-static std::vector<uint8_t> encode(DType dtype, const T* data, size_t n, const std::string& name) {
-  std::vector<uint8_t> out(n * dtype_size(dtype));
+void encode_impl(DType dtype, const T* data, size_t n, uint8_t* out, const std::string& name) {
   for (size_t i = 0; i < n; ++i) {
     if (dtype == DType::F32) { float f = float(data[i]); std::memcpy(&out[4 * i], &f, 4); }
     else if (dtype == DType::F64) { double f = double(data[i]); std::memcpy(&out[8 * i], &f, 8); }
     else if (dtype == DType::BF16) { bf16 h = to_bf16(float(data[i])); std::memcpy(&out[2 * i], &h.bits, 2); }
     else fail("tensor '", name, "': cannot encode floats as ", dtype_name(dtype));
   }
+}
+
+template <class T>
+std::vector<uint8_t> encode(DType dtype, const T* data, size_t n, const std::string& name) {
+  std::vector<uint8_t> out(n * dtype_size(dtype));
+  encode_impl(dtype, data, n, out.data(), name);
   return out;
+}
+
+}  // namespace
+
+void encode_floats(DType dtype, const float* src, size_t n, uint8_t* dst, const std::string& name) {
+  encode_impl(dtype, src, n, dst, name);
+}
+void encode_floats(DType dtype, const double* src, size_t n, uint8_t* dst, const std::string& name) {
+  encode_impl(dtype, src, n, dst, name);
 }
 
 void SafetensorsWriter::add_float(const std::string& name, DType dtype, std::vector<int64_t> shape, const float* data) {
@@ -315,71 +293,30 @@ void SafetensorsWriter::add_double(const std::string& name, DType dtype, std::ve
   items_.back().ptr = items_.back().owned.data();
 }
 
-static void write_parts_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts);
-
-void SafetensorsWriter::write(const std::string& path) const {
+std::string safetensors_header(const std::vector<TensorEntry>& entries,
+                               const std::map<std::string, std::string>& metadata) {
   json h = json::object();
-  if (!metadata_.empty()) h["__metadata__"] = metadata_;
-  for (auto& it : items_)
-    h[it.e.name] = {{"dtype", dtype_name(it.e.dtype)}, {"shape", it.e.shape}, {"data_offsets", {it.e.begin, it.e.end}}};
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  for (const TensorEntry& e : entries)
+    h[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {e.begin, e.end}}};
   std::string hs = h.dump();
   while ((hs.size() + 8) % 8) hs.push_back(' ');  // align the data section to 8 bytes
   std::string head(8, '\0');
-  uint64_t n = hs.size();
+  const uint64_t n = hs.size();
   for (int i = 0; i < 8; ++i) head[size_t(i)] = char(uint8_t(n >> (8 * i)));
-  head += hs;
+  return head + hs;
+}
+
+void SafetensorsWriter::write(const std::string& path) const {
+  std::vector<TensorEntry> entries;
+  for (const Item& it : items_) entries.push_back(it.e);
+  const std::string head = safetensors_header(entries, metadata_);
   // Written straight from the tensors' memory: no staging copy of the whole file (which
   // cost more than the disk on checkpoint saves).
-  std::vector<std::pair<const void*, size_t>> parts = {{head.data(), head.size()}};
-  for (auto& it : items_)
-    if (it.e.end > it.e.begin) parts.push_back({it.ptr, it.e.end - it.e.begin});
-  write_parts_atomic(path, parts);
-}
-
-std::function<void(const std::string& path)>& write_fault_hook() {
-  static std::function<void(const std::string& path)> hook;
-  return hook;
-}
-
-void write_file_atomic(const std::string& path, const void* bytes, size_t n) { write_parts_atomic(path, {{bytes, n}}); }
-
-static void write_parts_atomic(const std::string& path, const std::vector<std::pair<const void*, size_t>>& parts) {
-  namespace fs = std::filesystem;
-  if (write_fault_hook()) write_fault_hook()(path);
-  fs::path p(path);
-  std::string tmp = (p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(getpid()))).string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail(path, ": cannot create (", std::strerror(errno), ")");
-  for (const auto& [bytes, n] : parts) {
-    const char* c = static_cast<const char*>(bytes);
-    size_t done = 0;
-    while (done < n) {
-      ssize_t w = ::write(fd, c + done, n - done);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        fail(path, ": write failed (", std::strerror(err), ")");
-      }
-      done += size_t(w);
-    }
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail(path, ": fsync/close failed (", std::strerror(errno), ")");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, ": rename failed (", std::strerror(err), ")");
-  }
-  std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  std::vector<std::pair<const void*, size_t>> pieces = {{head.data(), head.size()}};
+  for (const Item& it : items_)
+    if (it.e.end > it.e.begin) pieces.push_back({it.ptr, it.e.end - it.e.begin});
+  write_file_atomic(path, pieces);
 }
 
 namespace {
@@ -412,35 +349,37 @@ bool populate_range(void* p, size_t n) {
 }  // namespace
 
 bool SafetensorsFile::populate(bool always_reread) const {
-  if (!map_) return false;
-  if (!populate_range(map_, size_)) {  // kernels without MADV_POPULATE_READ: touch every page
+  void* const map = file_.address();
+  const size_t size = file_.size();
+  if (!map) return false;
+  if (!populate_range(map, size)) {  // kernels without MADV_POPULATE_READ: touch every page
     const long page = sysconf(_SC_PAGESIZE);
     volatile uint8_t sink = 0;
-    const uint8_t* base = static_cast<const uint8_t*>(map_);
-    for (size_t off = 0; off < size_; off += size_t(page)) sink = sink + base[off];
+    const uint8_t* base = static_cast<const uint8_t*>(map);
+    for (size_t off = 0; off < size; off += size_t(page)) sink = sink + base[off];
     (void)sink;
     return true;
   }
   // Pages already cached in small folios (a file just written, or read under memory
   // pressure) stay small, and decode streams them at half the speed. Then drop the file's
   // cached pages and read it again, at the same address, so it comes in 2 MB folios.
-  const long long pmd = pmd_mapped_bytes(map_);
-  if (!always_reread && (pmd < 0 || size_ < (size_t(64) << 20) || double(pmd) >= 0.9 * double(size_))) return true;
+  const long long pmd = pmd_mapped_bytes(map);
+  if (!always_reread && (pmd < 0 || size < (size_t(64) << 20) || double(pmd) >= 0.9 * double(size))) return true;
   const int fd = ::open(path_.c_str(), O_RDONLY);
   if (fd < 0) return true;
   // Unmap (an inaccessible placeholder keeps the address), write back, drop, map again.
-  void* hole = mmap(map_, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-  bool ok = hole == map_;
+  void* hole = mmap(map, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  bool ok = hole == map;
   if (ok) {
     ::fdatasync(fd);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ok = mmap(map_, size_, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == map_;
+    ok = mmap(map, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == map;
   }
   ::close(fd);
   ZAYA_CHECK(ok, path_, ": could not map the file again after dropping its cached pages");
-  populate_range(map_, size_);
-  log_info(path_, ": re-read into 2 MB pages (", int(100.0 * double(pmd) / double(size_)), "% were before, ",
-           int(100.0 * double(std::max(0LL, pmd_mapped_bytes(map_))) / double(size_)), "% now)");
+  populate_range(map, size);
+  log_info(path_, ": re-read into 2 MB pages (", int(100.0 * double(pmd) / double(size)), "% were before, ",
+           int(100.0 * double(std::max(0LL, pmd_mapped_bytes(map))) / double(size)), "% now)");
   return true;
 }
 

@@ -9,13 +9,14 @@
 // naming the file and the tensor or field at fault.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "core/io.h"
 
 namespace zaya {
 
@@ -35,17 +36,16 @@ struct TensorEntry {
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);  // throws zaya::Error
-  ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
-  SafetensorsFile(SafetensorsFile&& o) noexcept;
+  SafetensorsFile(SafetensorsFile&& o) noexcept = default;
 
   const std::string& path() const { return path_; }
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const TensorEntry* find(const std::string& name) const;
   const uint8_t* data(const TensorEntry& e) const { return data_ + e.begin; }
-  size_t file_size() const { return size_; }
+  size_t file_size() const { return file_.size(); }
   // Maps every page of the file now (MADV_POPULATE_READ, or a touch per page on kernels
   // without it), so later reads take no page faults, asking for huge pages first
   // (MADV_HUGEPAGE). A file of 64 MB or more that the page cache already holds mostly in
@@ -62,16 +62,15 @@ class SafetensorsFile {
   void read_impl(const std::string& name, T* dst, const std::vector<int64_t>& expect_shape) const;
   void parse_header(const std::string& path);  // from the mapping: header, entries, index
   std::string path_;
-  void* map_ = nullptr;
-  size_t size_ = 0;
+  MappedFile file_;
   const uint8_t* data_ = nullptr;
   std::vector<TensorEntry> tensors_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
 };
 
-// Collects tensors and writes one safetensors file atomically: a temporary name in the same
-// directory, fsync, rename, fsync of the directory. A reader never sees a half file.
+// Collects tensors and writes one safetensors file atomically (core/io.h write_file_atomic):
+// a reader never sees a half file.
 class SafetensorsWriter {
  public:
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, size_t bytes);
@@ -93,6 +92,17 @@ class SafetensorsWriter {
   uint64_t offset_ = 0;
 };
 
+// The bytes before a file's data section: the 8-byte header length and the JSON header (the
+// entries with their offsets, `__metadata__` when non-empty), padded with spaces so the data
+// section starts 8-byte aligned. A writer streaming tensors writes this, then their bytes.
+std::string safetensors_header(const std::vector<TensorEntry>& entries,
+                               const std::map<std::string, std::string>& metadata);
+
+// Converts n floats or doubles to `dtype` (F64, F32 or BF16) into dst (n * dtype_size bytes);
+// `name` names the tensor in the error for another dtype.
+void encode_floats(DType dtype, const float* src, size_t n, uint8_t* dst, const std::string& name);
+void encode_floats(DType dtype, const double* src, size_t n, uint8_t* dst, const std::string& name);
+
 // Parses JSON text, failing with one line that starts with `where` on invalid JSON or on a key
 // that appears twice in one object (nlohmann keeps the last one silently). `top` names the
 // keys of the outermost object in that message ("tensor", "key", ...).
@@ -100,13 +110,5 @@ nlohmann::json parse_json_unique_keys(std::string_view text, const std::string& 
 
 // A name for an error message: in single quotes, control characters as \xNN (one line).
 std::string quote_name(std::string_view name);
-
-// Writes `bytes` to `path` atomically (tmp + fsync + rename + fsync dir).
-void write_file_atomic(const std::string& path, const void* bytes, size_t n);
-
-// Fault injection seam (src/ft/, `--inject enospc:...`): when set, write_file_atomic calls it
-// with the destination path before creating anything; it may throw (a simulated ENOSPC).
-// Empty in normal runs.
-std::function<void(const std::string& path)>& write_fault_hook();
 
 }  // namespace zaya

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ckpt/safetensors.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/io.h"
 #include "eval/engine.h"
 #include "eval/runner.h"
 #include "data/tokenizer.h"

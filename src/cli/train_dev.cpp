@@ -14,6 +14,7 @@
 #include "ckpt/safetensors.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/io.h"
 #include "core/rng.h"
 #include "model/model.h"
 #include "train/optim.h"

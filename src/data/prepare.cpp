@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -181,7 +182,7 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
     const auto files = tokenizer_files(opt.tokenizer);
     for (const auto& [src, name] : files) {
       const fs::path dst = out / name;
-      if (!fs::exists(dst) || !fs::equivalent(src, dst)) write_file_atomically(dst.string(), read_file_bytes(src));
+      if (!fs::exists(dst) || !fs::equivalent(src, dst)) write_file_atomic(dst.string(), read_file_bytes(src));
     }
     res.tokenizer_path = (out / files[0].second).string();
     replace_other_kind(files[0].second == "tokenizer.json");
@@ -323,7 +324,7 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
                                      {"character_coverage", opt.train.character_coverage},
                                      {"byte_fallback", opt.train.byte_fallback}};
   res.meta_path = (fs::path(opt.out_dir) / "meta.json").string();
-  write_file_atomically(res.meta_path, meta.dump(2) + "\n");
+  write_file_atomic(res.meta_path, meta.dump(2) + "\n");
   res.seconds = timer.seconds();
   return res;
 }

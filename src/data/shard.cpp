@@ -1,15 +1,7 @@
 #include "data/shard.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <string_view>
 
 #include "core/error.h"
 
@@ -18,8 +10,6 @@ namespace zaya {
 static_assert(std::endian::native == std::endian::little, "shards are little-endian; big-endian hosts unsupported");
 
 namespace {
-
-std::string errno_text() { return std::strerror(errno); }
 
 void put_u32(unsigned char* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void put_u64(unsigned char* p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -43,74 +33,35 @@ void encode_header(const ShardHeader& h, unsigned char out[kShardHeaderBytes]) {
   put_u32(out + 24, h.vocab_size);
 }
 
-std::string temp_name(const std::string& path) { return cat(path, ".tmp.", ::getpid()); }
-
-void flush_sync_close(std::FILE* f, const std::string& path) {
-  ZAYA_CHECK(std::fflush(f) == 0, path, ": write failed: ", errno_text());
-  ZAYA_CHECK(::fsync(::fileno(f)) == 0, path, ": fsync failed: ", errno_text());
-  ZAYA_CHECK(std::fclose(f) == 0, path, ": close failed: ", errno_text());
-}
-
 }  // namespace
-
-void fsync_parent_dir(const std::string& path) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;  // best effort: some filesystems refuse to open directories
-  ::fsync(fd);
-  ::close(fd);
-}
 
 // ---------------------------------------------------------------- writer
 
-ShardWriter::ShardWriter(std::string path, uint32_t vocab_size)
-    : path_(std::move(path)), tmp_path_(temp_name(path_)), vocab_(vocab_size) {
+ShardWriter::ShardWriter(std::string path, uint32_t vocab_size) : path_(std::move(path)), vocab_(vocab_size) {
   ZAYA_CHECK(vocab_ > 0, path_, ": vocab size must be positive");
-  f_ = std::fopen(tmp_path_.c_str(), "wb");
-  ZAYA_CHECK(f_, tmp_path_, ": cannot create: ", errno_text());
+  file_ = std::make_unique<AtomicFile>(path_);
   unsigned char hdr[kShardHeaderBytes];
   encode_header(ShardHeader{kShardVersion, kShardDtypeU32, 0, vocab_}, hdr);  // count patched in finish()
-  ZAYA_CHECK(std::fwrite(hdr, 1, sizeof hdr, f_) == sizeof hdr, tmp_path_, ": write failed: ", errno_text());
-}
-
-ShardWriter::~ShardWriter() {
-  if (f_) {
-    std::fclose(f_);
-    std::remove(tmp_path_.c_str());
-  }
+  file_->write(hdr, sizeof hdr);
 }
 
 void ShardWriter::append(std::span<const uint32_t> tokens) {
-  ZAYA_CHECK(f_, path_, ": append after finish");
+  ZAYA_CHECK(file_, path_, ": append after finish");
   for (size_t i = 0; i < tokens.size(); ++i)
     ZAYA_CHECK(tokens[i] < vocab_, path_, ": token ", tokens[i], " at index ", count_ + i,
                " is out of the vocabulary (size ", vocab_, ")");
   if (tokens.empty()) return;
-  ZAYA_CHECK(std::fwrite(tokens.data(), 4, tokens.size(), f_) == tokens.size(), tmp_path_,
-             ": write failed: ", errno_text());
+  file_->write(tokens.data(), tokens.size_bytes());
   count_ += tokens.size();
 }
 
 void ShardWriter::finish() {
-  ZAYA_CHECK(f_, path_, ": finish called twice");
+  ZAYA_CHECK(file_, path_, ": finish called twice");
   unsigned char hdr[kShardHeaderBytes];
   encode_header(ShardHeader{kShardVersion, kShardDtypeU32, count_, vocab_}, hdr);
-  ZAYA_CHECK(std::fseek(f_, 0, SEEK_SET) == 0, tmp_path_, ": seek failed: ", errno_text());
-  ZAYA_CHECK(std::fwrite(hdr, 1, sizeof hdr, f_) == sizeof hdr, tmp_path_, ": write failed: ", errno_text());
-  std::FILE* f = f_;
-  f_ = nullptr;
-  try {
-    flush_sync_close(f, tmp_path_);
-  } catch (...) {
-    std::remove(tmp_path_.c_str());
-    throw;
-  }
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    std::string why = errno_text();
-    std::remove(tmp_path_.c_str());
-    fail(path_, ": cannot rename from ", tmp_path_, ": ", why);
-  }
-  fsync_parent_dir(path_);
+  file_->write_at(0, hdr, sizeof hdr);
+  const std::unique_ptr<AtomicFile> f = std::move(file_);
+  f->commit();
 }
 
 void write_shard(const std::string& path, std::span<const uint32_t> tokens, uint32_t vocab_size) {
@@ -119,105 +70,46 @@ void write_shard(const std::string& path, std::span<const uint32_t> tokens, uint
   w.finish();
 }
 
-void write_file_atomically(const std::string& path, std::string_view bytes) {
-  std::string tmp = temp_name(path);
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  ZAYA_CHECK(f, tmp, ": cannot create: ", errno_text());
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-    std::string why = errno_text();
-    std::fclose(f);
-    std::remove(tmp.c_str());
-    fail(tmp, ": write failed: ", why);
-  }
-  try {
-    flush_sync_close(f, tmp);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = errno_text();
-    std::remove(tmp.c_str());
-    fail(path, ": cannot rename from ", tmp, ": ", why);
-  }
-  fsync_parent_dir(path);
-}
-
 // ---------------------------------------------------------------- reader
 
-ShardReader::ShardReader(std::string path) : path_(std::move(path)) {
-  int fd = ::open(path_.c_str(), O_RDONLY);
-  ZAYA_CHECK(fd >= 0, path_, ": cannot open shard: ", errno_text());
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    std::string why = errno_text();
-    ::close(fd);
-    fail(path_, ": cannot stat shard: ", why);
-  }
-  size_t bytes = size_t(st.st_size);
-  if (bytes < kShardHeaderBytes) {
-    ::close(fd);
+ShardReader::ShardReader(std::string path) : path_(std::move(path)), file_(path_) {
+  const size_t bytes = file_.size();
+  if (bytes < kShardHeaderBytes)
     fail(path_, ": truncated shard: ", bytes, " bytes, shorter than the ", kShardHeaderBytes, "-byte header");
-  }
-  void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  std::string why = errno_text();
-  ::close(fd);
-  ZAYA_CHECK(m != MAP_FAILED, path_, ": cannot map shard: ", why);
-  map_ = m;
-  map_bytes_ = bytes;
-  try {
-    auto* p = static_cast<const unsigned char*>(m);
-    if (std::memcmp(p, kShardMagic, 8) != 0)
-      fail(path_, ": bad magic (not a zaya token shard; expected \"ZAYATOK1\")");
-    header_.version = get_u32(p + 8);
-    header_.dtype = get_u32(p + 12);
-    header_.token_count = get_u64(p + 16);
-    header_.vocab_size = get_u32(p + 24);
-    ZAYA_CHECK(header_.version == kShardVersion, path_, ": unsupported shard version ", header_.version,
-               " (this build reads version ", kShardVersion, ")");
-    ZAYA_CHECK(header_.dtype == kShardDtypeU32, path_, ": unsupported token dtype code ", header_.dtype,
-               " (1 = uint32 is the only one)");
-    ZAYA_CHECK(header_.vocab_size > 0, path_, ": corrupt header: vocab size 0");
-    uint64_t payload = uint64_t(bytes - kShardHeaderBytes);
-    if (header_.token_count > payload / 4)
-      fail(path_, ": truncated shard: header says ", header_.token_count, " tokens but the file holds ", payload,
-           " bytes after the header (", payload / 4, " tokens)");
-    if (payload != header_.token_count * 4)
-      fail(path_, ": corrupt shard: ", payload - header_.token_count * 4, " trailing bytes after the ",
-           header_.token_count, " tokens the header declares");
-  } catch (...) {
-    close();
-    throw;
-  }
-  tokens_ = reinterpret_cast<const uint32_t*>(static_cast<const unsigned char*>(m) + kShardHeaderBytes);
+  const unsigned char* p = file_.data();
+  if (std::memcmp(p, kShardMagic, 8) != 0) fail(path_, ": bad magic (not a zaya token shard; expected \"ZAYATOK1\")");
+  header_.version = get_u32(p + 8);
+  header_.dtype = get_u32(p + 12);
+  header_.token_count = get_u64(p + 16);
+  header_.vocab_size = get_u32(p + 24);
+  ZAYA_CHECK(header_.version == kShardVersion, path_, ": unsupported shard version ", header_.version,
+             " (this build reads version ", kShardVersion, ")");
+  ZAYA_CHECK(header_.dtype == kShardDtypeU32, path_, ": unsupported token dtype code ", header_.dtype,
+             " (1 = uint32 is the only one)");
+  ZAYA_CHECK(header_.vocab_size > 0, path_, ": corrupt header: vocab size 0");
+  const uint64_t payload = uint64_t(bytes - kShardHeaderBytes);
+  if (header_.token_count > payload / 4)
+    fail(path_, ": truncated shard: header says ", header_.token_count, " tokens but the file holds ", payload,
+         " bytes after the header (", payload / 4, " tokens)");
+  if (payload != header_.token_count * 4)
+    fail(path_, ": corrupt shard: ", payload - header_.token_count * 4, " trailing bytes after the ",
+         header_.token_count, " tokens the header declares");
+  tokens_ = reinterpret_cast<const uint32_t*>(p + kShardHeaderBytes);
 }
-
-void ShardReader::close() {
-  if (map_) ::munmap(map_, map_bytes_);
-  map_ = nullptr;
-  map_bytes_ = 0;
-  tokens_ = nullptr;
-}
-
-ShardReader::~ShardReader() { close(); }
 
 ShardReader::ShardReader(ShardReader&& o) noexcept
-    : path_(std::move(o.path_)), header_(o.header_), map_(o.map_), map_bytes_(o.map_bytes_), tokens_(o.tokens_) {
-  o.map_ = nullptr;
-  o.map_bytes_ = 0;
+    : path_(std::move(o.path_)), header_(o.header_), file_(std::move(o.file_)), tokens_(o.tokens_) {
+  o.header_ = ShardHeader{};
   o.tokens_ = nullptr;
 }
 
 ShardReader& ShardReader::operator=(ShardReader&& o) noexcept {
   if (this != &o) {
-    close();
     path_ = std::move(o.path_);
     header_ = o.header_;
-    map_ = o.map_;
-    map_bytes_ = o.map_bytes_;
+    file_ = std::move(o.file_);
     tokens_ = o.tokens_;
-    o.map_ = nullptr;
-    o.map_bytes_ = 0;
+    o.header_ = ShardHeader{};
     o.tokens_ = nullptr;
   }
   return *this;

@@ -10,14 +10,16 @@
 //       28    36  reserved, written as zeros, ignored by readers
 //       64  4*count  the tokens, uint32; documents are separated by (end with) EOS
 //
-// A shard is written to a temporary name, fsynced and renamed, so a reader never sees a
-// half-written file under the final name.
+// A shard is written as an atomic file (core/io.h), so a reader never sees a half-written
+// file under the final name.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
+
+#include "core/io.h"
 
 namespace zaya {
 
@@ -33,12 +35,11 @@ struct ShardHeader {
   uint32_t vocab_size = 0;
 };
 
-// Streams tokens into `path` through `path.tmp.<pid>`; finish() writes the header, fsyncs
-// and renames. Destroying an unfinished writer removes the temporary file.
+// Streams tokens into an atomic file for `path`; finish() writes the header and publishes
+// it. Destroying an unfinished writer removes the temporary file.
 class ShardWriter {
  public:
   ShardWriter(std::string path, uint32_t vocab_size);
-  ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
@@ -49,10 +50,10 @@ class ShardWriter {
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_, tmp_path_;
+  std::string path_;
   uint32_t vocab_;
   uint64_t count_ = 0;
-  std::FILE* f_ = nullptr;
+  std::unique_ptr<AtomicFile> file_;  // null once finished
 };
 
 // Memory-maps a shard read-only and validates its header and length on open; every
@@ -60,7 +61,6 @@ class ShardWriter {
 class ShardReader {
  public:
   explicit ShardReader(std::string path);
-  ~ShardReader();
   ShardReader(ShardReader&& o) noexcept;
   ShardReader& operator=(ShardReader&& o) noexcept;
   ShardReader(const ShardReader&) = delete;
@@ -76,22 +76,13 @@ class ShardReader {
   void check_tokens(uint32_t limit = 0) const;
 
  private:
-  void close();
   std::string path_;
   ShardHeader header_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  MappedFile file_;
   const uint32_t* tokens_ = nullptr;
 };
 
 // Writes one shard in a single call.
 void write_shard(const std::string& path, std::span<const uint32_t> tokens, uint32_t vocab_size);
-
-// Writes `bytes` to `path` via a temporary file, fsync and rename (for small files:
-// meta.json, tokenizer.model).
-void write_file_atomically(const std::string& path, std::string_view bytes);
-
-// fsyncs the directory holding `path`, so a rename into it is durable.
-void fsync_parent_dir(const std::string& path);
 
 }  // namespace zaya

@@ -10,9 +10,9 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "data/hf_tokenizer.h"
-#include "data/shard.h"
 
 namespace zaya {
 
@@ -167,7 +167,7 @@ void train_sentencepiece(const std::vector<std::string>& input_files, const std:
   auto st = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
   ZAYA_CHECK(st.ok(), model_path, ": SentencePiece training failed: ", st.ToString());
   ZAYA_CHECK(!model.empty(), model_path, ": SentencePiece training produced no model");
-  write_file_atomically(model_path, model);
+  write_file_atomic(model_path, model);
   log_info("tokenizer: trained ", opt.model_type, " vocab ", opt.vocab_size, " on ", human_bytes(double(it.bytes())),
            " of text -> ", model_path);
 }

@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/io.h"
 
 namespace zaya::ft {
 namespace fs = std::filesystem;

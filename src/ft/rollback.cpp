@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "ckpt/checkpoint.h"
-#include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/io.h"
 
 namespace zaya::ft {
 namespace fs = std::filesystem;

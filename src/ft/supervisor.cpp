@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/io.h"
 #include "ft/diagnose.h"
 #include "ft/heartbeat.h"
 #include "ft/job.h"

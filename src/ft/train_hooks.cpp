@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/io.h"
 #include "ft/heartbeat.h"
 #include "ft/inject.h"
 

@@ -1,14 +1,9 @@
 #include "quant/gguf.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <utility>
 
 #include "core/error.h"
@@ -110,7 +105,6 @@ size_t GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t
 }
 
 void GgufWriter::begin(const std::string& path) {
-  path_ = path;
   std::vector<uint8_t> h;
   put<uint32_t>(h, kGgufMagic);
   put<uint32_t>(h, kGgufVersion);
@@ -125,26 +119,22 @@ void GgufWriter::begin(const std::string& path) {
     put<uint64_t>(h, t.offset);
   }
   h.resize(align_up(h.size(), kGgufAlignment), 0);
-  const std::string tmp = path + ".tmp";
-  f_ = std::fopen(tmp.c_str(), "wb");
-  if (!f_) fail(tmp, ": cannot create (", std::strerror(errno), ")");
-  if (std::fwrite(h.data(), 1, h.size(), f_) != h.size()) fail(tmp, ": write failed (", std::strerror(errno), ")");
+  f_ = std::make_unique<AtomicFile>(path);
+  f_->write(h.data(), h.size());
 }
 
 void GgufWriter::write(const void* data, size_t bytes) {
-  const std::string tmp = path_ + ".tmp";
   const uint8_t* p = static_cast<const uint8_t*>(data);
   while (bytes > 0) {
     ZAYA_CHECK(f_ && next_ < tensors_.size(), "GGUF writer: more bytes written than the tensors added hold");
     const GgufTensor& t = tensors_[next_];
     static const uint8_t zeros[kGgufAlignment] = {};
     if (in_tensor_ == 0 && t.offset > written_) {
-      if (std::fwrite(zeros, 1, t.offset - written_, f_) != t.offset - written_)
-        fail(tmp, ": write failed (", std::strerror(errno), ")");
+      f_->write(zeros, t.offset - written_);
       written_ = t.offset;
     }
     const size_t n = size_t(std::min<uint64_t>(bytes, t.bytes - in_tensor_));
-    if (std::fwrite(p, 1, n, f_) != n) fail(tmp, ": write failed (", std::strerror(errno), ")");
+    f_->write(p, n);
     p += n, bytes -= n, in_tensor_ += n, written_ += n;
     if (in_tensor_ == t.bytes) ++next_, in_tensor_ = 0;
   }
@@ -153,19 +143,8 @@ void GgufWriter::write(const void* data, size_t bytes) {
 void GgufWriter::finish() {
   ZAYA_CHECK(f_ && next_ == tensors_.size(), "GGUF writer: ", next_, " of ", tensors_.size(), " tensors written");
   // Tensors of 0 bytes cannot exist (dims >= 1), so the last write ended the data section.
-  const std::string tmp = path_ + ".tmp";
-  const bool ok = std::fflush(f_) == 0 && ::fsync(fileno(f_)) == 0;
-  std::fclose(f_);
-  f_ = nullptr;
-  if (!ok) fail(tmp, ": write failed (", std::strerror(errno), ")");
-  std::filesystem::rename(tmp, path_);
-}
-
-GgufWriter::~GgufWriter() {
-  if (f_) {  // not finished: leave nothing a reader could take for the file
-    std::fclose(f_);
-    std::remove((path_ + ".tmp").c_str());
-  }
+  f_->commit();
+  f_.reset();
 }
 
 // ---------------------------------------------------------------- reader
@@ -225,110 +204,84 @@ void read_scalar(Cursor& c, GgufType t, GgufValue& v, const std::string& key) {
 
 }  // namespace
 
-GgufFile::GgufFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) fail(path, ": cannot open (", std::strerror(errno), ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a regular file");
-  }
-  size_ = size_t(st.st_size);
-  if (size_ < 24) {
-    ::close(fd);
-    fail(path, ": truncated: ", size_, " bytes is less than a GGUF header (24)");
-  }
-  map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    fail(path, ": mmap failed");
-  }
-  try {
-    Cursor c{static_cast<const uint8_t*>(map_), size_, 0, path_};
-    const uint32_t magic = c.get<uint32_t>("magic");
-    if (magic != kGgufMagic) fail(path, ": not a GGUF file (magic 0x", std::hex, magic, ", expected 0x46554747)");
-    version_ = c.get<uint32_t>("version");
-    if (version_ != 2 && version_ != 3) fail(path, ": GGUF version ", version_, " (2 and 3 are read)");
-    const uint64_t n_tensors = c.get<uint64_t>("tensor_count"), n_kv = c.get<uint64_t>("metadata_kv_count");
-    // Every tensor info and key takes at least 8 bytes: larger counts cannot fit the file.
-    if (n_tensors > size_ / 8) fail(path, ": tensor_count ", n_tensors, " cannot fit in ", size_, " bytes");
-    if (n_kv > size_ / 8) fail(path, ": metadata_kv_count ", n_kv, " cannot fit in ", size_, " bytes");
-    for (uint64_t k = 0; k < n_kv; ++k) {
-      std::string key = c.str("metadata key");
-      const uint32_t t = c.get<uint32_t>("metadata value type");
-      GgufValue v;
-      if (t == uint32_t(GgufType::ARRAY)) {
-        v.type = GgufType::ARRAY;
-        const uint32_t et = c.get<uint32_t>("array element type");
-        if (!scalar_type(et)) fail(path, ": metadata '", key, "': array element type ", et, " is not a GGUF scalar type");
-        v.elem = GgufType(et);
-        const uint64_t n = c.get<uint64_t>("array length");
-        if (n > size_ - c.at) fail(path, ": metadata '", key, "': array of ", n, " values cannot fit in the file");
-        for (uint64_t j = 0; j < n; ++j) {
-          GgufValue e;
-          read_scalar(c, v.elem, e, key);
-          if (v.elem == GgufType::STRING)
-            v.strs.push_back(std::move(e.s));
-          else
-            v.nums.push_back(e.f);
-        }
-      } else {
-        if (!scalar_type(t)) fail(path, ": metadata '", key, "': value type ", t, " is not a GGUF type");
-        v.type = GgufType(t);
-        read_scalar(c, v.type, v, key);
+GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
+  const size_t size = file_.size();
+  if (size < 24) fail(path, ": truncated: ", size, " bytes is less than a GGUF header (24)");
+  Cursor c{file_.data(), size, 0, path_};
+  const uint32_t magic = c.get<uint32_t>("magic");
+  if (magic != kGgufMagic) fail(path, ": not a GGUF file (magic 0x", std::hex, magic, ", expected 0x46554747)");
+  version_ = c.get<uint32_t>("version");
+  if (version_ != 2 && version_ != 3) fail(path, ": GGUF version ", version_, " (2 and 3 are read)");
+  const uint64_t n_tensors = c.get<uint64_t>("tensor_count"), n_kv = c.get<uint64_t>("metadata_kv_count");
+  // Every tensor info and key takes at least 8 bytes: larger counts cannot fit the file.
+  if (n_tensors > size / 8) fail(path, ": tensor_count ", n_tensors, " cannot fit in ", size, " bytes");
+  if (n_kv > size / 8) fail(path, ": metadata_kv_count ", n_kv, " cannot fit in ", size, " bytes");
+  for (uint64_t k = 0; k < n_kv; ++k) {
+    std::string key = c.str("metadata key");
+    const uint32_t t = c.get<uint32_t>("metadata value type");
+    GgufValue v;
+    if (t == uint32_t(GgufType::ARRAY)) {
+      v.type = GgufType::ARRAY;
+      const uint32_t et = c.get<uint32_t>("array element type");
+      if (!scalar_type(et)) fail(path, ": metadata '", key, "': array element type ", et, " is not a GGUF scalar type");
+      v.elem = GgufType(et);
+      const uint64_t n = c.get<uint64_t>("array length");
+      if (n > size - c.at) fail(path, ": metadata '", key, "': array of ", n, " values cannot fit in the file");
+      for (uint64_t j = 0; j < n; ++j) {
+        GgufValue e;
+        read_scalar(c, v.elem, e, key);
+        if (v.elem == GgufType::STRING)
+          v.strs.push_back(std::move(e.s));
+        else
+          v.nums.push_back(e.f);
       }
-      if (!kv_.emplace(key, std::move(v)).second) fail(path, ": metadata key '", key, "' appears twice");
+    } else {
+      if (!scalar_type(t)) fail(path, ": metadata '", key, "': value type ", t, " is not a GGUF type");
+      v.type = GgufType(t);
+      read_scalar(c, v.type, v, key);
     }
-    if (const GgufValue* a = find("general.alignment")) {
-      if (a->type != GgufType::U32 || a->u == 0 || (a->u & (a->u - 1)))
-        fail(path, ": general.alignment must be a power of two (uint32), got ", a->u);
-      alignment_ = uint32_t(a->u);
-    }
-    for (uint64_t ti = 0; ti < n_tensors; ++ti) {
-      GgufTensor t;
-      t.name = c.str("tensor name");
-      const uint32_t nd = c.get<uint32_t>("tensor n_dims");
-      if (nd == 0 || nd > 4) fail(path, ": tensor '", t.name, "' has ", nd, " dims (1 to 4)");
-      uint64_t numel = 1;
-      for (uint32_t d = 0; d < nd; ++d) {
-        const uint64_t v = c.get<uint64_t>("tensor dims");
-        if (v == 0 || v > (uint64_t(1) << 40) || numel > (uint64_t(1) << 40) / v)
-          fail(path, ": tensor '", t.name, "' dim ", d, " = ", v, " is out of range");
-        numel *= v;
-        t.ne.push_back(int64_t(v));
-      }
-      const uint32_t ty = c.get<uint32_t>("tensor type");
-      if (!qtype_known(ty)) fail(path, ": tensor '", t.name, "' has ggml type ", ty, ", which zaya does not read");
-      t.type = QType(ty);
-      if (t.ne[0] % qtype_block(t.type))
-        fail(path, ": tensor '", t.name, "' (", qtype_name(ty), "): row of ", t.ne[0],
-             " elements is not a whole number of blocks of ", qtype_block(t.type));
-      t.bytes = size_t(numel / uint64_t(t.ne[0])) * qtype_row_bytes(t.type, t.ne[0]);
-      t.offset = c.get<uint64_t>("tensor offset");
-      if (t.offset % alignment_) fail(path, ": tensor '", t.name, "' offset ", t.offset, " is not a multiple of the alignment ", alignment_);
-      tensors_.push_back(std::move(t));
-    }
-    data_offset_ = align_up(c.at, alignment_);
-    const uint64_t data_size = size_ >= data_offset_ ? size_ - data_offset_ : 0;
-    uint64_t end = 0;
-    for (GgufTensor& t : tensors_) {
-      if (t.offset > data_size || t.bytes > data_size - t.offset)
-        fail(path, ": truncated: tensor '", t.name, "' (", qtype_name(uint32_t(t.type)), ", ", t.bytes,
-             " bytes at data offset ", t.offset, ") runs past the end of the file (", data_size, " bytes of data)");
-      if (t.offset < end) fail(path, ": tensor '", t.name, "' at data offset ", t.offset, " overlaps the tensor before it");
-      end = t.offset + t.bytes;
-      t.data = static_cast<const uint8_t*>(map_) + data_offset_ + t.offset;
-    }
-  } catch (...) {
-    munmap(map_, size_);
-    map_ = nullptr;
-    throw;
+    if (!kv_.emplace(key, std::move(v)).second) fail(path, ": metadata key '", key, "' appears twice");
   }
-}
-
-GgufFile::~GgufFile() {
-  if (map_) munmap(map_, size_);
+  if (const GgufValue* a = find("general.alignment")) {
+    if (a->type != GgufType::U32 || a->u == 0 || (a->u & (a->u - 1)))
+      fail(path, ": general.alignment must be a power of two (uint32), got ", a->u);
+    alignment_ = uint32_t(a->u);
+  }
+  for (uint64_t ti = 0; ti < n_tensors; ++ti) {
+    GgufTensor t;
+    t.name = c.str("tensor name");
+    const uint32_t nd = c.get<uint32_t>("tensor n_dims");
+    if (nd == 0 || nd > 4) fail(path, ": tensor '", t.name, "' has ", nd, " dims (1 to 4)");
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < nd; ++d) {
+      const uint64_t v = c.get<uint64_t>("tensor dims");
+      if (v == 0 || v > (uint64_t(1) << 40) || numel > (uint64_t(1) << 40) / v)
+        fail(path, ": tensor '", t.name, "' dim ", d, " = ", v, " is out of range");
+      numel *= v;
+      t.ne.push_back(int64_t(v));
+    }
+    const uint32_t ty = c.get<uint32_t>("tensor type");
+    if (!qtype_known(ty)) fail(path, ": tensor '", t.name, "' has ggml type ", ty, ", which zaya does not read");
+    t.type = QType(ty);
+    if (t.ne[0] % qtype_block(t.type))
+      fail(path, ": tensor '", t.name, "' (", qtype_name(ty), "): row of ", t.ne[0],
+           " elements is not a whole number of blocks of ", qtype_block(t.type));
+    t.bytes = size_t(numel / uint64_t(t.ne[0])) * qtype_row_bytes(t.type, t.ne[0]);
+    t.offset = c.get<uint64_t>("tensor offset");
+    if (t.offset % alignment_) fail(path, ": tensor '", t.name, "' offset ", t.offset, " is not a multiple of the alignment ", alignment_);
+    tensors_.push_back(std::move(t));
+  }
+  data_offset_ = align_up(c.at, alignment_);
+  const uint64_t data_size = size >= data_offset_ ? size - data_offset_ : 0;
+  uint64_t end = 0;
+  for (GgufTensor& t : tensors_) {
+    if (t.offset > data_size || t.bytes > data_size - t.offset)
+      fail(path, ": truncated: tensor '", t.name, "' (", qtype_name(uint32_t(t.type)), ", ", t.bytes,
+           " bytes at data offset ", t.offset, ") runs past the end of the file (", data_size, " bytes of data)");
+    if (t.offset < end) fail(path, ": tensor '", t.name, "' at data offset ", t.offset, " overlaps the tensor before it");
+    end = t.offset + t.bytes;
+    t.data = file_.data() + data_offset_ + t.offset;
+  }
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {
@@ -355,12 +308,12 @@ void GgufFile::populate() const {
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
-  if (!map_) return;
-  madvise(map_, size_, MADV_HUGEPAGE);  // advice errors are harmless
-  if (madvise(map_, size_, MADV_POPULATE_READ) == 0) return;
+  void* const map = file_.address();
+  if (!map) return;
+  madvise(map, file_.size(), MADV_HUGEPAGE);  // advice errors are harmless
+  if (madvise(map, file_.size(), MADV_POPULATE_READ) == 0) return;
   volatile uint8_t sink = 0;  // kernels without MADV_POPULATE_READ: touch every page
-  const uint8_t* base = static_cast<const uint8_t*>(map_);
-  for (size_t off = 0; off < size_; off += 4096) sink = sink + base[off];
+  for (size_t off = 0; off < file_.size(); off += 4096) sink = sink + file_.data()[off];
   (void)sink;
 }
 

@@ -3,16 +3,18 @@
 // at a multiple of general.alignment (default 32) from the start of the data section.
 // All integers little-endian; strings are a uint64 length and the bytes.
 //   GgufWriter: streams a file tensor by tensor (the infos are written first, so every
-//     tensor's size is known up front), to PATH.tmp, renamed to PATH when complete.
+//     tensor's size is known up front), through an atomic file (core/io.h): PATH appears
+//     only when complete.
 //   GgufFile: memory-maps a file and checks every count, type, offset and size against the
 //     file before anything is read; any fault is a one-line error naming the file and field.
 #pragma once
 #include <cstdint>
-#include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/io.h"
 #include "quant/blocks.h"
 
 namespace zaya::quant {
@@ -60,12 +62,12 @@ class GgufWriter {
   void kv_i32s(const std::string& k, const std::vector<int32_t>& v);
   // ne innermost first. Returns the tensor's byte size.
   size_t add_tensor(const std::string& name, const std::vector<int64_t>& ne, QType t);
-  // Writes the header, metadata and infos to path.tmp; then write() the tensors' bytes in
-  // the order added, each in one or more pieces (padding goes in between by itself).
+  // Writes the header, metadata and infos; then write() the tensors' bytes in the order
+  // added, each in one or more pieces (padding goes in between by itself).
   void begin(const std::string& path);
   void write(const void* data, size_t bytes);
-  void finish();  // checks every tensor was written; renames path.tmp to path
-  ~GgufWriter();
+  void finish();  // checks every tensor was written; the file appears at path
+
   uint64_t data_bytes() const { return data_size_; }
 
  private:
@@ -74,8 +76,7 @@ class GgufWriter {
   uint64_t n_kv_ = 0;
   std::vector<GgufTensor> tensors_;
   uint64_t data_size_ = 0;
-  std::string path_;
-  FILE* f_ = nullptr;
+  std::unique_ptr<AtomicFile> f_;  // from begin() to finish(); destroyed unfinished, nothing appears
   size_t next_ = 0;         // the tensor being written
   uint64_t in_tensor_ = 0;  // its bytes written so far
   uint64_t written_ = 0;    // data section bytes written
@@ -84,7 +85,6 @@ class GgufWriter {
 class GgufFile {
  public:
   explicit GgufFile(const std::string& path);
-  ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
 
@@ -92,7 +92,7 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
-  size_t file_size() const { return size_; }
+  size_t file_size() const { return file_.size(); }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const std::map<std::string, GgufValue>& metadata() const { return kv_; }
   const GgufValue* find(const std::string& key) const;
@@ -106,8 +106,7 @@ class GgufFile {
 
  private:
   std::string path_;
-  void* map_ = nullptr;
-  size_t size_ = 0;
+  MappedFile file_;
   uint32_t version_ = 0, alignment_ = kGgufAlignment;
   uint64_t data_offset_ = 0;
   std::map<std::string, GgufValue> kv_;

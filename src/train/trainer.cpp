@@ -10,6 +10,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "kernels/gemm.h"

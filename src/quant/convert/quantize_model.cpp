@@ -14,9 +14,9 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_mmap.h"
-#include "ckpt/safetensors.h"
 #include "ckpt/tokenizer_files.h"
 #include "core/bf16.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/config.h"
@@ -217,11 +217,10 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
     sum.dst_bytes += w.add_tensor(quant::gguf_name_from_hf(it.p->name), ne, it.type);
   }
 
-  // Write into a fresh directory beside DST, renamed into place when complete.
-  const fs::path out(dst);
-  const fs::path tmp = out.parent_path() / (out.filename().string() + ".tmp-quantize");
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  // Write into a fresh directory beside DST, published in its place when complete.
+  StagedDir stage(dst);
+  stage.create();
+  const fs::path tmp(stage.tmp());
   w.begin((tmp / "model.gguf").string());
   const size_t rows_per_piece = 4096;
   std::vector<uint8_t> piece;
@@ -270,8 +269,7 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
   write_file_atomic((tmp / "config.json").string(), cs.data(), cs.size());
   if (!tok_path.empty())
     for (const auto& [from, name] : tokenizer_files(tok_path)) fs::copy_file(from, tmp / name);
-  if (fs::exists(out)) fs::remove_all(out);
-  fs::rename(tmp, out);
+  stage.commit();
   sum.tensors = items.size();
   sum.seconds = timer.seconds();
   sum.peak_rss = peak_rss_bytes();
