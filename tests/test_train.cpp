@@ -64,7 +64,6 @@ std::string run_toml(const TempDir& d, const std::string& optimizer = "muon", co
 
 TrainerOptions quiet(int64_t stop = -1, bool resume = false) {
   TrainerOptions o;
-  o.progress = false;
   o.stop_step = stop;
   o.resume = resume;
   return o;

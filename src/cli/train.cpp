@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/train_progress.h"
 #include "core/error.h"
 #include "comm/comm.h"
 #include "eval/train_tasks.h"
@@ -35,14 +36,15 @@ void run(const TrainArgs& a) {
   zaya::TrainerOptions opt;
   opt.resume = a.resume;
   opt.stop_step = a.steps;
-  opt.progress = !a.quiet;
   opt.init_from = a.init_from;
   opt.ep = a.ep;
   opt.cp = a.cp;
   zaya::TrainerHooks hooks;
+  zaya::cli::install_train_progress(hooks.report, cfg.log_interval, a.quiet);
   zaya::ft::install(a.ft, opt, hooks, cfg.out_dir);
   auto self = std::make_shared<zaya::Trainer*>(nullptr);
-  zaya::eval::install_train_tasks(cfg, hooks, self);  // [eval] tasks at validation evals
+  // [eval] tasks at validation evals
+  zaya::eval::install_train_tasks(cfg, hooks, self, zaya::cli::print_train_tasks);
   zaya::Trainer trainer(std::move(cfg), opt, std::move(hooks));
   *self = &trainer;
   trainer.run();

@@ -1,22 +1,19 @@
 // zaya train-bench: training-step throughput of a model config on random tokens
-// (forward + backward + optimizer step), with the share of time in GEMMs and peak memory.
-// bench/train_step.sh runs it beside the PyTorch peer; zaya size validates against it.
+// (forward + backward + optimizer step), with the share of time in GEMMs and peak memory
+// (measured by bench/train_step.h). bench/train_step.sh runs it beside the PyTorch peer.
 #include <omp.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/train_step.h"
 #include "cli/command.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "core/profile.h"
-#include "core/rng.h"
-#include "core/timer.h"
 #include "kernels/gemm.h"
-#include "model/model.h"
-#include "train/optim.h"
 
 namespace {
 
@@ -31,89 +28,43 @@ void run(const Opts& o) {
   zaya::ModelConfig cfg = zaya::load_model_config(o.config);
   if (o.profile_clock != "wall" && o.profile_clock != "thread")
     zaya::fail("--profile-clock: expected wall or thread, got '", o.profile_clock, "'");
-  zaya::prof::set_clock(o.profile_clock == "thread" ? zaya::prof::Clock::ThreadCpu : zaya::prof::Clock::Wall);
-  if (o.precision == "bf16") {
-    if (!zaya::bf16_gemm_supported()) zaya::log_warn("no bf16 GEMM on this CPU: running fp32");
-    zaya::gemm_settings().precision = zaya::GemmPrecision::BF16;
-  } else if (o.precision != "fp32") {
+  if (o.precision != "fp32" && o.precision != "bf16")
     zaya::fail("--precision: expected fp32 or bf16, got '", o.precision, "'");
-  }
-  zaya::Model<float> m(cfg);
-  m.init(1234);
-  zaya::OptimizerSettings os;
-  os.kind = o.optimizer == "muon" ? zaya::OptimizerKind::Muon : zaya::OptimizerKind::AdamW;
   if (o.optimizer != "muon" && o.optimizer != "adamw") zaya::fail("--optimizer: expected adamw or muon");
-  zaya::Optimizer opt(m.layout.params, os);
+  zaya::bench::TrainStepOptions so;
+  so.batch = o.batch;
+  so.seq = o.seq;
+  so.steps = o.steps;
+  so.warmup = o.warmup;
+  so.bf16 = o.precision == "bf16";
+  so.optimizer.kind = o.optimizer == "muon" ? zaya::OptimizerKind::Muon : zaya::OptimizerKind::AdamW;
+  so.profile = o.profile;
+  so.profile_clock = o.profile_clock == "thread" ? zaya::prof::Clock::ThreadCpu : zaya::prof::Clock::Wall;
+  const zaya::bench::TrainStepResult r = zaya::bench::measure_train_step(cfg, so);
   const int N = o.batch * o.seq;
-  std::vector<int32_t> ids(size_t(N) + 1);
-  zaya::Philox rng(1, 2);
-  std::vector<double> step_s, fwd_s, bwd_s, opt_s, gemm_s;
-  double loss = 0;
-  for (int s = 0; s < o.warmup + o.steps; ++s) {
-    for (auto& v : ids) v = int32_t(rng.below(cfg.vocab_size));
-    zaya::gemm_stats() = {};
-    zaya::gemm_stats_enable(true);
-    if (o.profile && s == o.warmup) zaya::prof::reset();
-    zaya::prof::enable(o.profile && s >= o.warmup);
-    zaya::Timer t;
-    zaya::ForwardResult r;
-    {
-      ZAYA_PROFILE("forward");
-      r = m.forward(ids.data(), ids.data() + 1, o.batch, o.seq);
-    }
-    double t_f = t.seconds();
-    {
-      ZAYA_PROFILE("backward");
-      m.zero_grads();
-      m.backward();
-    }
-    double t_b = t.seconds();
-    zaya::gemm_stats_enable(false);
-    {
-      ZAYA_PROFILE("optimizer");
-      zaya::bf16* p16 = m.bf16_weights();  // bf16 GEMMs: the weights' copy, written in the same pass
-      opt.step(m.params.data(), m.grads.data(), 1e-4, 1.0, p16);
-      if (p16) m.mark_bf16_weights_current();
-    }
-    double t_o = t.seconds();
-    zaya::prof::enable(false);
-    loss = r.loss;
-    if (s < o.warmup) continue;
-    step_s.push_back(t_o);
-    fwd_s.push_back(t_f);
-    bwd_s.push_back(t_b - t_f);
-    opt_s.push_back(t_o - t_b);
-    gemm_s.push_back(zaya::gemm_stats().seconds);
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const double st = median(step_s);
-  const double gemm_frac = median(gemm_s) / st;
-  const size_t rss = zaya::peak_rss_bytes();
+  const double st = r.step_s;
   if (o.json) {
     nlohmann::json prof = nlohmann::json::array();
-    for (const auto& row : zaya::prof::report())
+    for (const auto& row : r.profile)
       prof.push_back({{"zone", row.path}, {"ms", row.seconds * 1e3 / o.steps},
                       {"gemm_ms", row.gemm_seconds * 1e3 / o.steps}, {"gemm_gflop", row.gemm_flops * 1e-9 / o.steps},
                       {"calls", double(row.calls) / o.steps}});
     nlohmann::json j = {{"config", cfg.name},      {"batch", o.batch},          {"seq", o.seq},
                         {"precision", o.precision}, {"threads", omp_get_max_threads()},
-                        {"step_time_s", st},        {"tokens_per_s", N / st},    {"forward_s", median(fwd_s)},
-                        {"backward_s", median(bwd_s)}, {"optimizer_s", median(opt_s)}, {"gemm_fraction", gemm_frac},
-                        {"peak_rss_bytes", rss},    {"loss", loss}};
+                        {"step_time_s", st},        {"tokens_per_s", N / st},    {"forward_s", r.forward_s},
+                        {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s}, {"gemm_fraction", r.gemm_fraction},
+                        {"peak_rss_bytes", r.peak_rss_bytes}, {"loss", r.loss}};
     if (o.profile) j["profile"] = prof;
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf("%s\n", zaya::gemm_runtime_info().c_str());
-  if (o.profile) std::printf("%s", zaya::prof::format_table(zaya::prof::report(), o.steps).c_str());
+  if (o.profile) std::printf("%s", zaya::prof::format_table(r.profile, o.steps).c_str());
   std::printf("%s B=%d T=%d %s %s: step %.1f ms (fwd %.1f, bwd %.1f, opt %.1f), %.0f tokens/s, GEMM %.0f%% of step, "
               "peak RSS %s, loss %.4f\n",
               cfg.name.c_str(), o.batch, o.seq, o.precision.c_str(), o.optimizer.c_str(), st * 1e3,
-              median(fwd_s) * 1e3, median(bwd_s) * 1e3, median(opt_s) * 1e3, N / st, 100 * gemm_frac,
-              zaya::human_bytes(double(rss)).c_str(), loss);
+              r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3, N / st, 100 * r.gemm_fraction,
+              zaya::human_bytes(double(r.peak_rss_bytes)).c_str(), r.loss);
 }
 
 }  // namespace

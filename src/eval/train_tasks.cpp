@@ -27,14 +27,14 @@ TrainTasks::TrainTasks(const RunConfig& cfg) : interval_(cfg.eval_tasks_interval
   metrics_path_ = (fs::path(cfg.out_dir) / "metrics.jsonl").string();
 }
 
-void TrainTasks::run(Trainer& tr, int64_t step) {
-  if (tasks_.empty() || !tr.is_root()) return;
-  if (interval_ > 0 && step % interval_ != 0 && step != tr.stop_step()) return;
+std::optional<std::vector<TaskResult>> TrainTasks::run(Trainer& tr, int64_t step) {
+  if (tasks_.empty() || !tr.is_root()) return std::nullopt;
+  if (interval_ > 0 && step % interval_ != 0 && step != tr.stop_step()) return std::nullopt;
   Model<float>& m = tr.model();
   if (m.layout.experts.count() != m.cfg().num_experts) {
     log_warn("[eval] tasks skipped: this rank holds ", m.layout.experts.count(), " of ", m.cfg().num_experts,
              " experts (expert parallelism); run zaya eval on the checkpoint");
-    return;
+    return std::nullopt;
   }
   auto tok = load_tokenizer(tokenizer_);
   InferModel im(m.cfg(), WeightStore::from_model(m));
@@ -68,17 +68,19 @@ void TrainTasks::run(Trainer& tr, int64_t step) {
     std::fwrite(line.data(), 1, line.size(), f);
     std::fclose(f);
   }
-  std::printf("eval tasks at step %lld\n%s", (long long)step, markdown_table(res).c_str());
-  std::fflush(stdout);
+  return res;
 }
 
-void install_train_tasks(const RunConfig& cfg, TrainerHooks& hooks, std::shared_ptr<Trainer*> trainer) {
+void install_train_tasks(const RunConfig& cfg, TrainerHooks& hooks, std::shared_ptr<Trainer*> trainer,
+                         TrainTasksReport report) {
   auto tasks = std::make_shared<TrainTasks>(cfg);
   if (tasks->empty()) return;
   auto prev = hooks.on_eval;
-  hooks.on_eval = [prev, tasks, trainer](const EvalRecord& e) {
+  hooks.on_eval = [prev, tasks, trainer, report](const EvalRecord& e) {
     if (prev) prev(e);
-    if (*trainer) tasks->run(**trainer, e.step);
+    if (!*trainer) return;
+    std::optional<std::vector<TaskResult>> res = tasks->run(**trainer, e.step);
+    if (res && report) report(e.step, *res);
   };
 }
 

@@ -2,12 +2,15 @@
 // file fails at once), then run on the trainer's model at validation evals (every
 // tasks_interval steps), on the root rank. Each run appends
 //   {"type": "eval_tasks", "step": s, "tokens_trained": t, "tasks": {name: {metric: v, metric_stderr: se}}}
-// to out_dir/metrics.jsonl (scripts/plot_metrics.py draws accuracy against step) and prints
-// the markdown table.
+// to out_dir/metrics.jsonl (scripts/plot_metrics.py draws accuracy against step) and hands
+// the results to the caller's report (zaya train prints the markdown table).
 #pragma once
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "eval/runner.h"
 #include "eval/task.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -18,8 +21,8 @@ class TrainTasks {
  public:
   explicit TrainTasks(const RunConfig& cfg);
   bool empty() const { return tasks_.empty(); }
-  // Called from the trainer's on_eval hook.
-  void run(Trainer& tr, int64_t step);
+  // Called from the trainer's on_eval hook; the results when the tasks ran at this step.
+  std::optional<std::vector<TaskResult>> run(Trainer& tr, int64_t step);
 
  private:
   std::vector<Task> tasks_;
@@ -29,6 +32,9 @@ class TrainTasks {
 };
 
 // Chains a TrainTasks run onto hooks.on_eval; `trainer` is filled in once constructed.
-void install_train_tasks(const RunConfig& cfg, TrainerHooks& hooks, std::shared_ptr<Trainer*> trainer);
+// report(step, results) after each run of the tasks (root rank only).
+using TrainTasksReport = std::function<void(int64_t step, const std::vector<TaskResult>& results)>;
+void install_train_tasks(const RunConfig& cfg, TrainerHooks& hooks, std::shared_ptr<Trainer*> trainer,
+                         TrainTasksReport report = nullptr);
 
 }  // namespace zaya::eval

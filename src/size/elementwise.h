@@ -4,13 +4,10 @@
 // elementwise op max(bytes / bandwidth, evaluations / rate). A rate of 0 means "not a
 // bottleneck" (GPU profiles: the special-function units outrun HBM).
 //
-// `zaya size --measure-elementwise DIR` times the loop shapes the kernels use (a float exp
-// summed per row, as in the cross-entropy and softmax; a float erf per element, as in GELU)
-// with OpenMP over all threads, and the cost of one OpenMP parallel region (the launch
-// overhead of a CPU "kernel"; it depends on OMP_WAIT_POLICY and on other load), and the
-// bandwidth the project's residual-merge and RMSNorm kernels reach (simple loops fall short of
-// STREAM), and the trainer's AdamW update rate per tensor size, and writes DIR/elementwise.json,
-// which --profile-from DIR reads.
+// `zaya size --measure-elementwise DIR` measures them (bench/elementwise.h: the loop shapes the
+// kernels use, the cost of one OpenMP parallel region, the bandwidth of the project's
+// residual-merge and RMSNorm kernels, the trainer's AdamW update rate per tensor size) and
+// writes DIR/elementwise.json, which --profile-from DIR reads.
 #pragma once
 #include <string>
 #include <utility>
@@ -42,7 +39,7 @@ struct SpecialCounts {
 // Seconds for `c` evaluations at `r` (rates of 0 cost nothing).
 double special_seconds(const SpecialCounts& c, const ElementwiseRates& r);
 
-ElementwiseRates measure_elementwise_rates(double seconds_per_kind = 0.2);
+ElementwiseRates measure_elementwise_rates(double seconds_per_kind = 0.2);  // bench::measure_elementwise
 void write_elementwise_json(const ElementwiseRates& r, const std::string& path);
 ElementwiseRates read_elementwise_json(const std::string& path);  // fails naming the file and field
 nlohmann::json elementwise_to_json(const ElementwiseRates& r);

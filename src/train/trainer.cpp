@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -22,22 +21,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-std::string human_seconds(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  long t = long(s + 0.5);
-  if (t >= 3600) return cat(t / 3600, "h", (t % 3600) / 60, "m");
-  if (t >= 60) return cat(t / 60, "m", t % 60, "s");
-  return cat(t, "s");
-}
-
-std::string human_rate(double r) {
-  char buf[32];
-  if (r >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", r / 1e6);
-  else if (r >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", r / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.0f", r);
-  return buf;
-}
 
 json load_json(const LayerLoad& l) {
   return {{"max_frac", l.max_frac}, {"min_frac", l.min_frac}, {"entropy", l.entropy}, {"skip", l.skip_rate}};
@@ -97,8 +80,11 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
     if (fs::exists(fs::path(cfg_.ckpt_dir) / "latest")) {
       load_checkpoint(cfg_.ckpt_dir);
       resumed = true;
-    } else if (root_) {
-      log_info("resume: no checkpoint under ", cfg_.ckpt_dir, "; starting from scratch");
+    } else if (root_ && hooks_.report.start) {
+      StartRecord rec;
+      rec.kind = StartRecord::Kind::FreshStart;
+      rec.from = cfg_.ckpt_dir;
+      hooks_.report.start(rec);
     }
   }
   if (!resumed && !options_.init_from.empty()) init_weights_from(options_.init_from);
@@ -129,19 +115,26 @@ int64_t Trainer::stop_step() const {
 void Trainer::run() {
   const int64_t stop = stop_step();
   if (hooks_.heartbeat) hooks_.heartbeat("start", step_, 0);
-  const comm::Layout& L = groups_.layout;
-  if (options_.progress && root_)
-    std::printf("run %s: %lld steps, %.3g tokens, %d phase(s), %s, %s, %zu parameters%s; world %d = dp %d x ep %d x "
-                "cp %d%s; from step %lld\n",
-                cfg_.name.c_str(), (long long)plan_.total_steps(), double(plan_.total_tokens()), plan_.num_phases(),
-                optimizer_kind_name(cfg_.optimizer.kind), cfg_.bf16 ? "bf16" : "fp32", model_->params.size(),
-                L.ep > 1 ? " on this rank" : "", groups_.world.size(), L.dp, L.ep, L.cp,
-                L.dp > 1 ? (cfg_.zero1 ? ", ZeRO-1" : ", replicated optimizer") : "", (long long)step_);
+  if (root_ && hooks_.report.run_start) {
+    RunStartRecord rec;
+    rec.name = cfg_.name;
+    rec.total_steps = plan_.total_steps();
+    rec.stop_step = stop;
+    rec.from_step = step_;
+    rec.total_tokens = plan_.total_tokens();
+    rec.num_phases = plan_.num_phases();
+    rec.optimizer = cfg_.optimizer.kind;
+    rec.bf16 = cfg_.bf16;
+    rec.params = model_->params.size();
+    rec.world = groups_.world.size();
+    rec.layout = groups_.layout;
+    rec.zero1 = cfg_.zero1;
+    hooks_.report.run_start(rec);
+  }
   if (step_ == 0 && cfg_.eval_interval > 0 && stop > 0) evaluate();
   while (step_ < stop) {
     StepRecord r = train_step();
-    if (options_.progress && root_ && (r.step % cfg_.log_interval == 0 || r.step == stop || r.step == 1))
-      log_progress(r);
+    if (root_ && hooks_.report.step) hooks_.report.step(r);
     if (hooks_.heartbeat) hooks_.heartbeat("step", step_, r.seconds);
     const bool last = step_ == stop;
     if (cfg_.eval_interval > 0 ? (step_ % cfg_.eval_interval == 0 || last) : last) evaluate();
@@ -260,7 +253,6 @@ StepRecord Trainer::train_step() {
   r.tokens_per_second = double(shape.global_batch) * T / std::max(r.seconds, 1e-9);
   r.loads = balancer_->loads();
   r.worst_load = balancer_->worst();
-  ema_tps_ = ema_tps_ > 0 ? 0.9 * ema_tps_ + 0.1 * r.tokens_per_second : r.tokens_per_second;
   write_metrics(step_json(r));
   if (hooks_.on_step) hooks_.on_step(r);
   if (verdict == StepVerdict::Abort)
@@ -274,9 +266,17 @@ void Trainer::enter_phase(int phase) {
   loader_->set_phase(p.weights, p.seq_len);
   model_->set_rope_theta(p.rope_theta);
   model_->reserve(cfg_.micro_batch, p.seq_len);
-  if (phase_ >= 0 && options_.progress && root_)
-    std::printf("phase %d (%s) from step %lld: seq_len %d, rope_theta %g, global batch %d\n", phase + 1,
-                p.name.c_str(), (long long)step_, p.seq_len, p.rope_theta, p.global_batch);
+  if (root_ && hooks_.report.phase) {
+    PhaseRecord rec;
+    rec.phase = phase;
+    rec.first = phase_ < 0;
+    rec.name = p.name;
+    rec.from_step = step_;
+    rec.seq_len = p.seq_len;
+    rec.global_batch = p.global_batch;
+    rec.rope_theta = p.rope_theta;
+    hooks_.report.phase(rec);
+  }
   phase_ = phase;
 }
 
@@ -331,28 +331,13 @@ EvalRecord Trainer::evaluate() {
             {"val_ppl", std::exp(e.loss)}, {"val_tokens", e.tokens}};
   for (auto& [name, l] : e.per_source) j["sources"][name] = l;
   write_metrics(j);
-  if (options_.progress && root_ && count_all > 0)
-    std::printf("eval  step %lld  val loss %.4f  ppl %.2f  (%lld tokens)\n", (long long)step_, e.loss,
-                std::exp(e.loss), (long long)count_all);
+  if (root_ && hooks_.report.eval) hooks_.report.eval(e);
   if (hooks_.on_eval) hooks_.on_eval(e);
   return e;
 }
 
 // ---------------------------------------------------------------------------------------
-// Progress and metrics
-
-void Trainer::log_progress(const StepRecord& r) {
-  const double remaining = double(plan_.total_tokens() > tokens_ ? plan_.total_tokens() - tokens_ : 0);
-  const int64_t stop = stop_step();
-  const double eta = stop < plan_.total_steps() ? double(stop - step_) * r.seconds : remaining / std::max(ema_tps_, 1e-9);
-  const LayerLoad& w = r.worst_load;
-  std::printf("step %lld/%lld  loss %.4f  lr %.2e  gnorm %.3f%s  %s tok/s  ETA %s  load max %.2fx min %.2fx H %.3f "
-              "skip %.1f%%%s\n",
-              (long long)r.step, (long long)stop, r.loss, r.lr, r.grad_norm, r.clipped ? "*" : "",
-              human_rate(r.tokens_per_second).c_str(), human_seconds(eta).c_str(), w.max_rel, w.min_rel, w.entropy,
-              100 * w.skip_rate, r.skipped ? "  SKIPPED" : "");
-  std::fflush(stdout);
-}
+// Metrics
 
 json Trainer::step_json(const StepRecord& r) const {
   json loads = json::array();

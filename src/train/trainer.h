@@ -1,7 +1,8 @@
 // The training loop: plan -> (phase switch) -> batch -> micro-batches forward/backward ->
 // global gradient norm, clipping -> optimizer step -> router balancing -> metrics, progress,
 // periodic validation and checkpoints. run() reads top to bottom; each stage is one
-// member function below it.
+// member function below it. The trainer prints nothing: it hands records to its hooks
+// (TrainerReports) and `zaya train` prints them (src/cli/train_progress.cpp).
 //
 // Distributed: the same code runs a world of one (plain `zaya train`, no MPI calls) or
 // `mpirun -np N zaya train` with world = DP x EP x CP (comm/comm.h). Every data rank
@@ -63,7 +64,6 @@ struct EvalRecord {
 struct TrainerOptions {
   bool resume = false;      // continue from the newest checkpoint (fresh start when there is none)
   int64_t stop_step = -1;   // stop after this many steps in all (the schedule is unchanged)
-  bool progress = true;     // progress lines on stdout
   bool metrics = true;      // out_dir/metrics.jsonl
   bool save_final = true;   // checkpoint when the loop ends
   // Weights (and balancing biases) from a zaya checkpoint or an HF directory; fresh optimizer,
@@ -76,10 +76,66 @@ struct TrainerOptions {
   int ep = 0, cp = 0;
 };
 
+// What the trainer reports for a front end to show (TrainerHooks::report): called on world
+// rank 0 only; every one is optional.
+struct StartRecord {  // where the weights came from (reported by the constructor)
+  enum class Kind {
+    FreshStart,  // --resume found no checkpoint: training starts from scratch
+    Resumed,     // from the run's own checkpoint
+    InitFrom,    // weights from --init-from; optimizer, balancer and loader start fresh
+  };
+  Kind kind = Kind::FreshStart;
+  // FreshStart: the checkpoint directory searched; Resumed: the checkpoint; InitFrom: the path given.
+  std::string from;
+  int64_t step = 0;     // Resumed: the step resumed at
+  uint64_t tokens = 0;  // Resumed: tokens trained by then
+  int saved_dp = 1, saved_ep = 1, saved_cp = 1;  // Resumed: the layout the checkpoint was written under
+  comm::Layout layout;                            // Resumed: this run's layout
+  bool with_biases = false;                       // InitFrom: a zaya checkpoint (balancing biases too)
+};
+
+struct RunStartRecord {  // run() begins
+  std::string name;
+  int64_t total_steps = 0, stop_step = 0, from_step = 0;
+  uint64_t total_tokens = 0;
+  int num_phases = 0;
+  OptimizerKind optimizer = OptimizerKind::AdamW;
+  bool bf16 = false;
+  size_t params = 0;  // parameters this rank holds (its own experts only under expert parallel)
+  int world = 1;
+  comm::Layout layout;
+  bool zero1 = false;
+};
+
+struct PhaseRecord {  // a phase is entered
+  int phase = 0;        // 0-based
+  bool first = false;   // the first phase this process enters (the start of a run or a resume)
+  std::string name;
+  int64_t from_step = 0;  // steps completed before it
+  int seq_len = 0, global_batch = 0;
+  double rope_theta = 0;
+};
+
+struct CheckpointRecord {  // a checkpoint is complete on every rank
+  int64_t step = 0;
+  std::string dir;
+  double stall_s = 0;  // what training waited for
+  double write_s = 0;  // the writer's own time
+  bool async = false;  // written in the background
+};
+
+struct TrainerReports {
+  std::function<void(const StartRecord&)> start;
+  std::function<void(const RunStartRecord&)> run_start;
+  std::function<void(const PhaseRecord&)> phase;
+  std::function<void(const StepRecord&)> step;  // every step run() takes
+  std::function<void(const EvalRecord&)> eval;  // every validation, before TrainerHooks::on_eval
+  std::function<void(const CheckpointRecord&)> checkpoint;
+};
 
 // Points where outside code watches or steers the loop (src/ft/ hangs the supervisor's
 // heartbeats, anomaly detection and fault injection here; the trainer knows nothing of them).
-// Every hook is optional and called on every rank.
+// Every hook is optional and called on every rank (the reports: rank 0 only).
 enum class StepVerdict { Update = 0, Skip = 1, Abort = 2 };  // ordered: ranks agree on the max
 
 struct StepCheck {
@@ -106,6 +162,7 @@ struct TrainerHooks {
   std::function<StepVerdict(const StepCheck&)> judge;
   // Called on every rank after a checkpoint is complete (dir = the final step directory).
   std::function<void(int64_t step, const std::string& dir)> after_checkpoint;
+  TrainerReports report;  // world rank 0 only
 };
 
 // Thrown by the loop when a judge returns Abort (e.g. K consecutive anomalies); the CLI
@@ -148,7 +205,6 @@ class Trainer {
   void init_weights_from(const std::string& path);
   bool in_skip_window(int64_t step) const;
   StepVerdict agree(StepVerdict v);
-  void log_progress(const StepRecord& r);
   void write_metrics(const nlohmann::json& j);
   void trim_metrics_after(int64_t step);
   nlohmann::json step_json(const StepRecord& r) const;
@@ -158,7 +214,7 @@ class Trainer {
   TrainerHooks hooks_;
   TrainPlan plan_;
   comm::Groups groups_;  // world = DP x EP x CP and this rank's groups
-  bool root_ = true;     // world rank 0: progress, metrics, manifest
+  bool root_ = true;     // world rank 0: reports, metrics, manifest
   std::unique_ptr<Model<float>> model_;
   parallel::EpExperts<float>* ep_experts_ = nullptr;  // owned by the model (expert parallel only)
   parallel::CpShard<float>* cp_shard_ = nullptr;      // owned by the model (context parallel only)
@@ -179,7 +235,6 @@ class Trainer {
     void operator()(PendingSave* p) const;
   };
   std::unique_ptr<PendingSave, PendingSaveDeleter> pending_;  // a checkpoint being written
-  double ema_tps_ = 0;  // smoothed tokens/s for the ETA
 
   std::vector<int32_t> batch_;              // this rank's rows of the global batch, [B, T+1]
   std::vector<int32_t> inputs_, targets_;   // one micro-batch, [mb, T]

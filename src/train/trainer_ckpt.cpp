@@ -15,7 +15,6 @@
 #include <atomic>
 #include <deque>
 #include <thread>
-#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -205,9 +204,7 @@ bool Trainer::finish_save(bool wait, bool throw_on_failure) {
   // commit, and, when it had to wait for the background writer, that wait.
   const double stall = ps.stall_s + timer.seconds();
   write_metrics({{"type", "checkpoint"}, {"step", ps.step}, {"dir", dir}, {"stall_s", stall}, {"write_s", write_s}});
-  if (options_.progress && root_)
-    std::printf("saved %s (training stalled %.3f s; written in %.2f s%s)\n", dir.c_str(), stall, write_s,
-                ps.async ? " in the background" : "");
+  if (root_ && hooks_.report.checkpoint) hooks_.report.checkpoint({ps.step, dir, stall, write_s, ps.async});
   const int64_t step = ps.step;
   pending_.reset();
   if (hooks_.heartbeat) hooks_.heartbeat("checkpoint_done", step, write_s);
@@ -255,13 +252,18 @@ void Trainer::load_checkpoint(const std::string& path) {
              plan_.at(step_).tokens_before, " (batch, phases or seq_len changed)");
   phase_ = -1;  // the next step re-enters its phase: mixture, seq_len and RoPE base
   last_saved_ = step_;
-  if (root_) {
+  if (root_ && hooks_.report.start) {
     const json& lay = ck.manifest().value("layout", json::object());
-    const comm::Layout& L = groups_.layout;
-    const bool same = lay.value("dp", 1) == L.dp && lay.value("ep", 1) == L.ep && lay.value("cp", 1) == L.cp;
-    log_info("resumed from ", ck.dir(), " at step ", step_, " (", tokens_, " tokens)",
-             same ? "" : cat("; resharded from dp ", lay.value("dp", 1), " x ep ", lay.value("ep", 1), " x cp ",
-                             lay.value("cp", 1), " to dp ", L.dp, " x ep ", L.ep, " x cp ", L.cp));
+    StartRecord rec;
+    rec.kind = StartRecord::Kind::Resumed;
+    rec.from = ck.dir();
+    rec.step = step_;
+    rec.tokens = tokens_;
+    rec.saved_dp = lay.value("dp", 1);
+    rec.saved_ep = lay.value("ep", 1);
+    rec.saved_cp = lay.value("cp", 1);
+    rec.layout = groups_.layout;
+    hooks_.report.start(rec);
   }
 }
 
@@ -281,9 +283,13 @@ void Trainer::init_weights_from(const std::string& path) {
     load_hf_weights(path, *model_);
     model_->invalidate_bf16_weights();
   }
-  if (root_)
-    log_info("init-from ", path, ": weights", is_ckpt ? " and balancing biases" : "",
-             " loaded; optimizer, balancer and data loader state start fresh");
+  if (root_ && hooks_.report.start) {
+    StartRecord rec;
+    rec.kind = StartRecord::Kind::InitFrom;
+    rec.from = path;
+    rec.with_biases = is_ckpt;
+    hooks_.report.start(rec);
+  }
 }
 
 }  // namespace zaya
