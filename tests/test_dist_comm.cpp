@@ -12,6 +12,7 @@
 #include "comm/comm.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/zero1.h"
+#include "train/optim.h"
 #include "model/model.h"
 
 namespace {

@@ -25,6 +25,7 @@
 #include "comm/comm.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/zero1.h"
+#include "train/optim.h"
 #include "model/model.h"
 #include "train/balancer.h"
 
