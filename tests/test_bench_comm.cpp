@@ -29,22 +29,22 @@ TEST(BenchComm, BusbwFactorsMatchNcclTests) {
 }
 
 TEST(BenchComm, CountsFollowNcclTests) {
-  CollCounts ar = coll_counts(CommOp::AllReduce, 64 << 20, DType::Float, 4);
+  CollCounts ar = coll_counts(CommOp::AllReduce, 64 << 20, DType::F32, 4);
   EXPECT_EQ(ar.count, 16 << 20);
   EXPECT_EQ(ar.send_count, 16 << 20);
   EXPECT_EQ(ar.recv_count, 16 << 20);
   // S is the whole n-rank array, rounded down to a multiple of n elements.
-  CollCounts rs = coll_counts(CommOp::ReduceScatter, 1000, DType::Float, 3);
+  CollCounts rs = coll_counts(CommOp::ReduceScatter, 1000, DType::F32, 3);
   EXPECT_EQ(rs.count, 249);
   EXPECT_EQ(rs.bytes, 996);
   EXPECT_EQ(rs.send_count, 249);
   EXPECT_EQ(rs.recv_count, 83);
-  CollCounts ag = coll_counts(CommOp::AllGather, 1000, DType::Float, 3);
+  CollCounts ag = coll_counts(CommOp::AllGather, 1000, DType::F32, 3);
   EXPECT_EQ(ag.send_count, 83);
   EXPECT_EQ(ag.recv_count, 249);
-  CollCounts bf = coll_counts(CommOp::Broadcast, 8, DType::BFloat16, 2);
+  CollCounts bf = coll_counts(CommOp::Broadcast, 8, DType::BF16, 2);
   EXPECT_EQ(bf.count, 4);
-  EXPECT_EQ(coll_counts(CommOp::AllToAll, 8, DType::Double, 2).count, 0);  // skipped row
+  EXPECT_EQ(coll_counts(CommOp::AllToAll, 8, DType::F64, 2).count, 0);  // skipped row
 }
 
 TEST(BenchComm, SizeListsAndSizeSuffixes) {
@@ -69,9 +69,9 @@ TEST(BenchComm, NamesParse) {
   EXPECT_EQ(parse_op("all-gather"), CommOp::AllGather);
   EXPECT_EQ(parse_op("bcast"), CommOp::Broadcast);
   EXPECT_THROW(parse_op("reduce_everything"), zaya::Error);
-  EXPECT_EQ(parse_dtype("bf16"), DType::BFloat16);
-  EXPECT_EQ(parse_dtype("float"), DType::Float);
-  EXPECT_EQ(dtype_size(DType::Half), 2u);
+  EXPECT_EQ(parse_dtype("bf16"), DType::BF16);
+  EXPECT_EQ(parse_dtype("float"), DType::F32);
+  EXPECT_EQ(dtype_size(DType::F16), 2u);
   EXPECT_THROW(parse_dtype("float128"), zaya::Error);
   EXPECT_EQ(parse_redop("avg"), RedOp::Avg);
   EXPECT_THROW(parse_redop("xor"), zaya::Error);
@@ -116,7 +116,7 @@ std::vector<char> reference_result(CommOp op, DType t, RedOp r, int rank, int n,
           double x = get_element(t, in[size_t(q)].data(), idx);
           v = r == RedOp::Prod ? v * x : r == RedOp::Max ? std::max(v, x) : r == RedOp::Min ? std::min(v, x) : v + x;
         }
-        if (r == RedOp::Avg) v = t == DType::Double ? v / n : double(float(v) / float(n));
+        if (r == RedOp::Avg) v = t == DType::F64 ? v / n : double(float(v) / float(n));
         break;
       }
       case CommOp::AllGather: v = get_element(t, in[size_t(j / c.send_count)].data(), j % c.send_count); break;
@@ -138,19 +138,19 @@ std::vector<char> reference_result(CommOp op, DType t, RedOp r, int rank, int n,
 TEST(BenchComm, CheckAcceptsCorrectResultsAndCountsWrongOnes) {
   const int n = 3, root = 1;
   for (CommOp op : all_comm_ops()) {
-    for (DType t : {DType::Float, DType::BFloat16, DType::Int32, DType::Half, DType::Double}) {
+    for (DType t : {DType::F32, DType::BF16, DType::I32, DType::F16, DType::F64}) {
       std::vector<RedOp> reds = op_reduces(op) ? all_redops() : std::vector<RedOp>{RedOp::None};
       for (RedOp r : reds) {
-        if (r == RedOp::Avg && (t == DType::Int32)) continue;  // integer avg truncates: covered by the MPI script test
+        if (r == RedOp::Avg && (t == DType::I32)) continue;  // integer avg truncates: covered by the MPI script test
         for (int rank = 0; rank < n; ++rank) {
           int64_t rc = 0;
           std::vector<char> res = reference_result(op, t, r, rank, n, root, 3 * 1024, rc);
           ASSERT_GT(rc, 0);
           EXPECT_EQ(count_wrong(op, t, r, rank, n, root, res.data(), rc), 0)
-              << op_name(op) << " " << dtype_name(t) << " " << redop_name(r) << " rank " << rank;
+              << op_name(op) << " " << comm_dtype_name(t) << " " << redop_name(r) << " rank " << rank;
           // A wrong element, then a dropped contribution on several (a broken reduction).
           set_element(t, res.data(), rc / 2, get_element(t, res.data(), rc / 2) + 7);
-          EXPECT_EQ(count_wrong(op, t, r, rank, n, root, res.data(), rc), 1) << op_name(op) << " " << dtype_name(t);
+          EXPECT_EQ(count_wrong(op, t, r, rank, n, root, res.data(), rc), 1) << op_name(op) << " " << comm_dtype_name(t);
         }
       }
     }
@@ -163,14 +163,14 @@ TEST(BenchComm, InputsDependOnRankAndIndex) {
   EXPECT_NE(input_value(RedOp::None, 0, 5), input_value(RedOp::None, 1, 5));
   EXPECT_NE(input_value(RedOp::None, 0, 5), input_value(RedOp::None, 0, 6));
   // Reduced sums stay exact small integers.
-  EXPECT_EQ(expected_value(CommOp::AllReduce, DType::Float, RedOp::Sum, 0, 2, 0, 2, 8),
+  EXPECT_EQ(expected_value(CommOp::AllReduce, DType::F32, RedOp::Sum, 0, 2, 0, 2, 8),
             input_value(RedOp::Sum, 0, 2) + input_value(RedOp::Sum, 1, 2));
   // A shifted all-gather block is wrong everywhere it differs.
   std::vector<float> ag(8);
   for (int j = 0; j < 8; ++j) ag[size_t(j)] = float(input_value(RedOp::None, j / 4, j));
-  EXPECT_EQ(count_wrong(CommOp::AllGather, DType::Float, RedOp::None, 0, 2, 0, ag.data(), 8), 0);
+  EXPECT_EQ(count_wrong(CommOp::AllGather, DType::F32, RedOp::None, 0, 2, 0, ag.data(), 8), 0);
   std::swap(ag[1], ag[5]);
-  EXPECT_EQ(count_wrong(CommOp::AllGather, DType::Float, RedOp::None, 0, 2, 0, ag.data(), 8), 2);
+  EXPECT_EQ(count_wrong(CommOp::AllGather, DType::F32, RedOp::None, 0, 2, 0, ag.data(), 8), 2);
 }
 
 TEST(BenchComm, CsvAndTableFormat) {

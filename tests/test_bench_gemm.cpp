@@ -82,7 +82,7 @@ TEST(BenchGemm, TimesThroughTheTrainerPathAndChecks) {
   GemmShape s{"", 64, 48, 32};
   for (auto e : {zaya::GemmEngine::OpenBLAS, zaya::GemmEngine::OneDNN})
     for (auto [ta, tb] : {std::pair{zaya::Trans::N, zaya::Trans::T}, std::pair{zaya::Trans::T, zaya::Trans::N}})
-      EXPECT_GT(time_gemm(e, zaya::GemmPrecision::FP32, ta, tb, s, 0, 2, 0.0, true), 0.0);
+      EXPECT_GT(time_gemm(e, zaya::GemmPrecision::F32, ta, tb, s, 0, 2, 0.0, true), 0.0);
   EXPECT_GT(time_gemm(zaya::GemmEngine::Auto, zaya::GemmPrecision::BF16, zaya::Trans::N, zaya::Trans::T, s, 0, 1, 0.0, true),
             0.0);
 }

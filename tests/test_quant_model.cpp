@@ -113,7 +113,7 @@ TEST(QuantModel, MixFallbacksAndValues) {
     const double bound = w.dtype == WeightDType::Q4_K || w.dtype == WeightDType::Q4_0 ? 0.13
                          : w.dtype == WeightDType::Q6_K                                ? 0.03
                                                                                         : 0.0;
-    EXPECT_LE(rel, bound + 1e-12) << name << " " << weight_dtype_name(w.dtype);
+    EXPECT_LE(rel, bound + 1e-12) << name << " " << dtype_name(w.dtype);
   }
 }
 

@@ -279,7 +279,7 @@ TEST(TrainBf16, StepMatchesFp32WithinBf16Rounding) {
     return loss;
   };
   std::vector<float> g32, g16;
-  const double l32 = run(GemmPrecision::FP32, g32), l16 = run(GemmPrecision::BF16, g16);
+  const double l32 = run(GemmPrecision::F32, g32), l16 = run(GemmPrecision::BF16, g16);
   EXPECT_NEAR(l16, l32, 1e-2 * std::fabs(l32));
   Model<float> m(cfg);
   double worst = 0;

@@ -379,7 +379,7 @@ CommResult run_comm(const CommOptions& o, std::FILE* out) {
       for (RedOp red : reds) {
         CommTable table;
         table.op = op_name(op);
-        table.type = dtype_name(dt);
+        table.type = comm_dtype_name(dt);
         table.redop = redop_name(red);
         table.nranks = n;
         if (lead) std::fprintf(out, "# %s\n%s", table.op.c_str(), comm_table_header(op_rooted(op)).c_str());

@@ -13,10 +13,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/dtype.h"
+
 namespace zaya::bench {
 
 enum class CommOp { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll, SendRecv };
-enum class DType { Int8, Uint8, Int32, Uint32, Int64, Uint64, Half, Float, Double, BFloat16 };
 enum class RedOp { Sum, Prod, Max, Min, Avg, None };
 enum class TimeAgg { Rank0 = 0, Avg = 1, Min = 2, Max = 3 };
 
@@ -24,10 +25,11 @@ const std::vector<CommOp>& all_comm_ops();
 const std::vector<CommOp>& paper_comm_ops();  // all_reduce, reduce_scatter, all_gather, broadcast
 const char* op_name(CommOp op);
 CommOp parse_op(const std::string& s);
-const char* dtype_name(DType t);
+// Payload types (core/dtype.h's I8, U8, I32, U32, I64, U64, F16, F32, F64, BF16), in nccl-tests'
+// spelling: "int8", ..., "half", "float", "double", "bfloat16".
+const char* comm_dtype_name(DType t);
 DType parse_dtype(const std::string& s);
 const std::vector<DType>& all_dtypes();
-size_t dtype_size(DType t);
 const char* redop_name(RedOp r);
 RedOp parse_redop(const std::string& s);
 const std::vector<RedOp>& all_redops();  // sum, prod, max, min, avg
@@ -66,7 +68,7 @@ uint16_t float_to_half(float f);
 
 struct CommOptions {
   std::vector<CommOp> ops{CommOp::AllReduce};
-  std::vector<DType> dtypes{DType::Float};
+  std::vector<DType> dtypes{DType::F32};
   std::vector<RedOp> redops{RedOp::Sum};
   int64_t min_bytes = 32 << 20, max_bytes = 32 << 20, factor = 1, increment = 1 << 20;
   int iters = 20, warmup = 5;
@@ -113,7 +115,7 @@ CommResult run_comm(const CommOptions& o, std::FILE* out);
 struct SweepOptions {
   int max_ranks = 4;
   std::vector<CommOp> ops;  // default: the paper's four
-  DType dtype = DType::Float;
+  DType dtype = DType::F32;
   int64_t min_bytes = 8, max_bytes = 16 << 20, factor = 4;
   int iters = 10, warmup = 2, check = 1;
   std::string csv = "comm_sweep.csv";

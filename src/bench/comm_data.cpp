@@ -19,12 +19,11 @@ const OpName kOps[] = {{CommOp::AllReduce, "all_reduce"}, {CommOp::ReduceScatter
 struct TypeName {
   DType t;
   const char* name;
-  size_t size;
 };
-const TypeName kTypes[] = {{DType::Int8, "int8", 1},   {DType::Uint8, "uint8", 1},   {DType::Int32, "int32", 4},
-                           {DType::Uint32, "uint32", 4}, {DType::Int64, "int64", 8},   {DType::Uint64, "uint64", 8},
-                           {DType::Half, "half", 2},   {DType::Float, "float", 4},   {DType::Double, "double", 8},
-                           {DType::BFloat16, "bfloat16", 2}};
+const TypeName kTypes[] = {{DType::I8, "int8"},   {DType::U8, "uint8"},   {DType::I32, "int32"},
+                           {DType::U32, "uint32"}, {DType::I64, "int64"},   {DType::U64, "uint64"},
+                           {DType::F16, "half"},   {DType::F32, "float"},   {DType::F64, "double"},
+                           {DType::BF16, "bfloat16"}};
 const char* kRedNames[] = {"sum", "prod", "max", "min", "avg", "none"};
 
 std::string lower(std::string s) {
@@ -64,15 +63,10 @@ CommOp parse_op(const std::string& s0) {
        "' (expected all_reduce, reduce_scatter, all_gather, broadcast, all_to_all or sendrecv)");
 }
 
-const char* dtype_name(DType t) {
+const char* comm_dtype_name(DType t) {
   for (const auto& x : kTypes)
     if (x.t == t) return x.name;
   return "?";
-}
-size_t dtype_size(DType t) {
-  for (const auto& x : kTypes)
-    if (x.t == t) return x.size;
-  return 0;
 }
 const std::vector<DType>& all_dtypes() {
   static const std::vector<DType> v = [] {

@@ -48,7 +48,7 @@ void run_comm_sweep(const SweepOptions& o, std::FILE* out) {
   for (int n = 1; n <= o.max_ranks; n *= 2) {
     fs::path part = tmpdir / ("comm_sweep.np" + std::to_string(n) + ".part.csv");
     std::string cmd = o.mpirun + " " + extra + " -np " + std::to_string(n) + " " + shell_quote(exe) +
-                      " bench comm --op " + oplist + " -d " + dtype_name(o.dtype) + " -b " + std::to_string(o.min_bytes) +
+                      " bench comm --op " + oplist + " -d " + comm_dtype_name(o.dtype) + " -b " + std::to_string(o.min_bytes) +
                       " -e " + std::to_string(o.max_bytes) + " -f " + std::to_string(o.factor) + " -n " +
                       std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " -c " + std::to_string(o.check) +
                       " --csv " + shell_quote(part.string());

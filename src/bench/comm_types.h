@@ -43,18 +43,19 @@ inline T avg_div(T s, int n) {
 template <class F>
 inline decltype(auto) dispatch(DType t, F&& f) {
   switch (t) {
-    case DType::Int8: return f(int8_t{});
-    case DType::Uint8: return f(uint8_t{});
-    case DType::Int32: return f(int32_t{});
-    case DType::Uint32: return f(uint32_t{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Uint64: return f(uint64_t{});
-    case DType::Half: return f(half_t{});
-    case DType::Float: return f(float{});
-    case DType::Double: return f(double{});
-    case DType::BFloat16: return f(bf16{});
+    case DType::I8: return f(int8_t{});
+    case DType::U8: return f(uint8_t{});
+    case DType::I32: return f(int32_t{});
+    case DType::U32: return f(uint32_t{});
+    case DType::I64: return f(int64_t{});
+    case DType::U64: return f(uint64_t{});
+    case DType::F16: return f(half_t{});
+    case DType::F32: return f(float{});
+    case DType::F64: return f(double{});
+    case DType::BF16: return f(bf16{});
+    default: break;
   }
-  fail("unknown dtype");
+  fail("collective benchmark: no payload of dtype ", dtype_name(t));
 }
 
 }  // namespace zaya::bench

@@ -69,7 +69,7 @@ std::vector<GemmShape> peak_search_shapes() {
 }
 
 GemmPrecision parse_precision(const std::string& s) {
-  if (s == "fp32" || s == "float" || s == "float32") return GemmPrecision::FP32;
+  if (s == "fp32" || s == "float" || s == "float32") return GemmPrecision::F32;
   if (s == "bf16" || s == "bfloat16") return GemmPrecision::BF16;
   fail("--dtype '", s, "': expected fp32 or bf16");
 }

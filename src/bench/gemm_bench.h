@@ -35,7 +35,7 @@ std::vector<GemmShape> peak_search_shapes();
 
 struct GemmOptions {
   std::vector<GemmShape> shapes;
-  std::vector<GemmPrecision> precisions{GemmPrecision::FP32, GemmPrecision::BF16};
+  std::vector<GemmPrecision> precisions{GemmPrecision::F32, GemmPrecision::BF16};
   std::vector<GemmEngine> engines{GemmEngine::Auto};
   Trans ta = Trans::N, tb = Trans::T;  // default "nt": activations [M,K] times weights [N,K]^T
   int warmup = 1;

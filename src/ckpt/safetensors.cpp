@@ -24,21 +24,6 @@ static const std::pair<const char*, DType> kDtypes[] = {
     {"F64", DType::F64}, {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"I64", DType::I64},
     {"I32", DType::I32}, {"I16", DType::I16}, {"I8", DType::I8},   {"U8", DType::U8},     {"BOOL", DType::BOOL}};
 
-const char* dtype_name(DType t) {
-  for (auto& [n, d] : kDtypes)
-    if (d == t) return n;
-  return "?";
-}
-
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::F64: case DType::I64: return 8;
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: case DType::I16: return 2;
-    default: return 1;
-  }
-}
-
 DType parse_dtype(const std::string& s, const std::string& where) {
   for (auto& [n, d] : kDtypes)
     if (s == n) return d;

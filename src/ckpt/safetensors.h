@@ -16,13 +16,13 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/dtype.h"
 #include "core/io.h"
 
 namespace zaya {
 
-enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
-const char* dtype_name(DType t);  // "F32", ...
-size_t dtype_size(DType t);
+// The dtypes a safetensors file may hold (core/dtype.h's F64 ... BOOL without U64/U32); fails
+// naming `where` on any other.
 DType parse_dtype(const std::string& s, const std::string& where);
 
 struct TensorEntry {

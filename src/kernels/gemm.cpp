@@ -339,7 +339,7 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
     static bool warned = false;
     if (!warned) log_warn("this CPU has no AVX512-BF16/AMX: bf16 GEMMs run in fp32");
     warned = true;
-    prec = GemmPrecision::FP32;
+    prec = GemmPrecision::F32;
   }
   if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
   if (prec == GemmPrecision::BF16 || engine == GemmEngine::OneDNN)
@@ -399,7 +399,7 @@ std::string gemm_runtime_info() {
              " threading=", par == 0 ? "sequential" : par == 1 ? "pthreads" : "openmp", "; oneDNN ", v->major, ".",
              v->minor, ".", v->patch, "; threads=", omp_get_max_threads(), "; cpu: avx2=", f.avx2,
              " avx512f=", f.avx512f, " avx512_bf16=", f.avx512_bf16, " amx_bf16=", f.amx_bf16,
-             "; fp32 engine=", gemm_engine_name(gemm_resolve(GemmPrecision::FP32)),
+             "; fp32 engine=", gemm_engine_name(gemm_resolve(GemmPrecision::F32)),
              ", bf16 engine=", bf16_gemm_supported() ? "onednn" : "unavailable (fp32 fallback)");
 }
 

@@ -13,15 +13,17 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/dtype.h"
 
 namespace zaya {
 
 enum class Trans { N, T };
-enum class GemmPrecision { FP32, BF16 };
+// F32 or BF16 of core/dtype.h: the element type the GEMM multiplies in (accumulation is F32).
+using GemmPrecision = DType;
 enum class GemmEngine { Auto, OpenBLAS, OneDNN };
 
 struct GemmSettings {
-  GemmPrecision precision = GemmPrecision::FP32;
+  GemmPrecision precision = GemmPrecision::F32;
   GemmEngine engine = GemmEngine::Auto;
 };
 

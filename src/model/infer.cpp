@@ -90,7 +90,7 @@ InferModel::InferModel(const ModelConfig& cfg, WeightStore store) : cfg_(cfg), s
                  vec(o.conv1_b), vec(o.temp)};
       // The grouped conv is split into per-group products by element offsets (attention()).
       if (s.a.conv1.dtype != WeightDType::BF16 && s.a.conv1.dtype != WeightDType::F32)
-        fail(store_.origin, ": conv weights of sub-layer ", n, " are ", weight_dtype_name(s.a.conv1.dtype),
+        fail(store_.origin, ": conv weights of sub-layer ", n, " are ", dtype_name(s.a.conv1.dtype),
              "; they must be bf16 or f32");
     } else {
       const RouterOffsets& r = so.moe.router;

@@ -4,18 +4,6 @@
 
 namespace zaya {
 
-const char* weight_dtype_name(WeightDType t) {
-  switch (t) {
-    case WeightDType::F32: return "F32";
-    case WeightDType::BF16: return "BF16";
-    case WeightDType::Q8_0: return "Q8_0";
-    case WeightDType::Q4_0: return "Q4_0";
-    case WeightDType::Q4_K: return "Q4_K";
-    case WeightDType::Q6_K: return "Q6_K";
-  }
-  return "?";
-}
-
 quant::QType weight_qtype(WeightDType t) {
   switch (t) {
     case WeightDType::F32: return quant::QType::F32;
@@ -24,8 +12,9 @@ quant::QType weight_qtype(WeightDType t) {
     case WeightDType::Q4_0: return quant::QType::Q4_0;
     case WeightDType::Q4_K: return quant::QType::Q4_K;
     case WeightDType::Q6_K: return quant::QType::Q6_K;
+    default: break;
   }
-  return quant::QType::F32;
+  fail("weights: ", dtype_name(t), " is no weight format (F32, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
 }
 
 bool weight_dtype_from_qtype(quant::QType q, WeightDType* out) {

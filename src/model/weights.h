@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/dtype.h"
 #include "model/model.h"
 #include "quant/blocks.h"
 
@@ -16,9 +17,9 @@ namespace zaya {
 
 // F32/BF16 element arrays, or rows of llama.cpp blocks (a row of K weights is
 // K / block blocks; the last dimension of the shape is K).
-enum class WeightDType { F32, BF16, Q8_0, Q4_0, Q4_K, Q6_K };
-const char* weight_dtype_name(WeightDType t);
-quant::QType weight_qtype(WeightDType t);
+// F32, BF16, Q8_0, Q4_0, Q4_K or Q6_K of core/dtype.h.
+using WeightDType = DType;
+quant::QType weight_qtype(WeightDType t);  // fails on a dtype that is no weight format
 bool weight_dtype_from_qtype(quant::QType q, WeightDType* out);  // false: no in-place form
 // Bytes of `rows` rows of K weights.
 size_t weight_bytes(WeightDType t, size_t rows, int64_t K);

@@ -54,7 +54,7 @@ void newton_schulz5(float* X, int rows, int cols, int steps, std::vector<float>&
   for (size_t i = 0; i < rn; ++i) W[i] *= inv;
   // Always fp32 (whatever the model's GEMM precision): the iteration is sensitive to rounding.
   const auto eng = GemmEngine::OpenBLAS;
-  const auto f32 = GemmPrecision::FP32;
+  const auto f32 = GemmPrecision::F32;
   for (int it = 0; it < steps; ++it) {
     gemm_with(eng, f32, Trans::N, Trans::T, r, r, n, 1.f, W, n, W, n, 0.f, A, r);  // A = W W^T
     std::copy(A, A + rr, B);

@@ -33,7 +33,7 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
   if (cfg_.bf16)
     ZAYA_CHECK(bf16_gemm_supported(), "run config ", cfg_.path,
                ": run.precision = \"bf16\" needs AVX512-BF16 or AMX, which this CPU lacks (use \"fp32\")");
-  gemm_settings().precision = cfg_.bf16 ? GemmPrecision::BF16 : GemmPrecision::FP32;
+  gemm_settings().precision = cfg_.bf16 ? GemmPrecision::BF16 : GemmPrecision::F32;
   cfg_.resolve_data();
 
   // The layout: command line over run config; dp = world / (ep * cp).

@@ -177,7 +177,7 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
       if (!v) fail(src, ": missing tensor '", p.name, "'");
       if (v->shape != p.shape) fail(v->where, ": tensor '", p.name, "' has the wrong shape for the config");
       if (v->dtype != WeightDType::F32 && v->dtype != WeightDType::BF16)
-        fail(v->where, ": tensor '", p.name, "' is ", weight_dtype_name(v->dtype), "; quantize reads f32 or bf16");
+        fail(v->where, ": tensor '", p.name, "' is ", dtype_name(v->dtype), "; quantize reads f32 or bf16");
       const bool emb = p.role == ParamRole::Embedding;
       const int64_t K = p.shape.back();
       const QType want = quantize_tensor_type(p.name, int(p.shape.size()), emb, pass == 1, o.type, o.keep);
