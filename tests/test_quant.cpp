@@ -285,7 +285,11 @@ void spit(const std::string& p, const std::vector<char>& d) { std::ofstream(p, s
 TEST(Gguf, WriteThenRead) {
   test_util::TempDir dir("quant", "gguf");
   const std::string p = write_sample(dir / "x.gguf");
-  EXPECT_FALSE(std::filesystem::exists(p + ".tmp"));
+  // Only the file: no temporary of any name is left beside it.
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(p).parent_path()))
+    ++entries, EXPECT_EQ(e.path(), std::filesystem::path(p));
+  EXPECT_EQ(entries, 1u);
   GgufFile f(p);
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.get_string("general.architecture"), "zaya");

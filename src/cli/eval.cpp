@@ -2,6 +2,7 @@
 //           [--task-file F.json] [--num-fewshot K] [--limit N] [--batch B]
 //           [--output results.json] [--log-samples F.jsonl] [--seed S] [--fp32] [--tokenizer T]:
 // downstream evaluation with lm-evaluation-harness's conventions (docs/eval.md).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -46,7 +47,15 @@ void run(const Opts& o) {
   ro.batch = o.batch;
   ro.num_fewshot = o.num_fewshot;
   ro.seed = o.seed;
-  ro.progress = !o.quiet;
+  if (!o.quiet)
+    ro.on_progress = [](const zaya::eval::RunProgress& p) {
+      if (p.finished)
+        std::fprintf(stderr, "[eval] %s: %d documents, %llu requests in %.1f s (%.1f requests/s)\n", p.task.c_str(),
+                     p.documents, (unsigned long long)p.requests, p.seconds,
+                     double(p.requests) / std::max(p.seconds, 1e-9));
+      else
+        std::fprintf(stderr, "[eval] %s: %zu/%zu %s, %.1f s\n", p.task.c_str(), p.done, p.total, p.unit, p.seconds);
+    };
   std::ostringstream samples;
   if (!o.log_samples.empty()) ro.samples = &samples;
   const std::vector<zaya::eval::TaskResult> res = zaya::eval::run_tasks(*lm.im, *tok, std::move(tasks), ro);

@@ -1,5 +1,6 @@
 // zaya launch [--np N] [--max-restarts R] [--heartbeat-timeout S] ... -- <zaya train args>:
 // the fault-tolerant supervisor (src/ft/supervisor.h).
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -49,5 +50,11 @@ ZAYA_COMMAND("launch", "Run zaya train under a supervisor: heartbeats, restarts 
                    ->check(CLI::NonNegativeNumber);
                app.add_option("--mpirun", o->mpirun, "the MPI launcher")->capture_default_str();
                app.add_option("train_args", o->train_args, "zaya train arguments, after --")->required();
-               app.callback([o] { std::exit(zaya::ft::supervise(*o)); });
+               app.callback([o] {
+                 o->on_event = [](const std::string& line) {
+                   std::printf("%s\n", line.c_str());
+                   std::fflush(stdout);
+                 };
+                 std::exit(zaya::ft::supervise(*o));
+               });
              });

@@ -1,15 +1,28 @@
 // zaya prepare --input FILE... --out DIR [--tokenizer MODEL | --vocab-size N] ...:
 // trains (or loads) a SentencePiece tokenizer and writes token shards + meta.json.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "data/prepare.h"
 
 namespace {
 
-void run(const zaya::PrepareOptions& opt) {
+double mb(uint64_t bytes) { return double(bytes) / 1e6; }
+
+void run(zaya::PrepareOptions opt) {
+  opt.on_note = [](const std::string& line) { zaya::log_info(line); };
+  opt.on_progress = [](const zaya::PrepareProgress& p) {
+    char line[256];
+    std::snprintf(line, sizeof line, "prepare: %.1f of %.1f MB (%.0f%%), %.2f MB/s, %llu tokens (%.0f tokens/s)",
+                  mb(p.bytes_read), mb(p.total_bytes),
+                  100.0 * double(p.bytes_read) / double(std::max<uint64_t>(p.total_bytes, 1)), mb(p.bytes_read) / p.seconds,
+                  (unsigned long long)p.tokens, double(p.tokens) / p.seconds);
+    zaya::log_info(line);
+  };
   zaya::PrepareResult r = zaya::prepare_corpus(opt);
   std::printf("tokenizer  %s (vocab %d%s)\n", r.tokenizer_path.c_str(), r.vocab_size,
               opt.tokenizer.empty() ? ", trained here" : "");

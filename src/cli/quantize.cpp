@@ -24,6 +24,10 @@ void run(const Args& a) {
   o.keep = a.keep;
   o.force = a.force;
   o.tokenizer = a.tokenizer;
+  o.on_progress = [](const zaya::QuantizeProgress& p) {
+    zaya::log_info("quantize: ", p.tensors_done, "/", p.tensors, " tensors, ", zaya::human_bytes(double(p.bytes_done)),
+                   " of ", zaya::human_bytes(double(p.bytes)), " read, ", int(p.seconds), " s");
+  };
   const zaya::QuantizeSummary s = zaya::quantize_model(a.src, a.dst, o);
   for (const std::string& f : s.fallbacks) std::printf("fallback %s\n", f.c_str());
   std::printf("quantized %s to %s (%s): %zu tensors, %s -> %s (%.2fx smaller) in %.1f s, peak RSS %s\n", a.src.c_str(),

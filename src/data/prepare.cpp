@@ -133,17 +133,17 @@ std::string read_file_bytes(const std::string& path) {
   return ss.str();
 }
 
-double mb(uint64_t bytes) { return double(bytes) / 1e6; }
 
 // Removes train_NNN.bin / val_NNN.bin left by an earlier, larger run in the same directory.
-void remove_stale_shards(const std::string& dir, const std::vector<std::string>& keep) {
+void remove_stale_shards(const std::string& dir, const std::vector<std::string>& keep,
+                         const std::function<void(const std::string&)>& note) {
   static const std::regex pattern("(train|val)_[0-9]{3,}\\.bin");
   std::set<std::string> keep_names;
   for (const auto& p : keep) keep_names.insert(fs::path(p).filename().string());
   for (const auto& e : fs::directory_iterator(dir)) {
     std::string name = e.path().filename().string();
     if (std::regex_match(name, pattern) && !keep_names.count(name)) {
-      log_info("prepare: removing stale shard ", e.path().string());
+      if (note) note("prepare: removing stale shard " + e.path().string());
       fs::remove(e.path());
     }
   }
@@ -188,7 +188,10 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
     replace_other_kind(files[0].second == "tokenizer.json");
   } else {
     res.tokenizer_path = (out / "tokenizer.model").string();
-    train_sentencepiece(opt.inputs, res.tokenizer_path, opt.train);
+    const uint64_t text = train_sentencepiece(opt.inputs, res.tokenizer_path, opt.train);
+    if (opt.on_note)
+      opt.on_note("tokenizer: trained " + opt.train.model_type + " vocab " + std::to_string(opt.train.vocab_size) +
+                  " on " + human_bytes(double(text)) + " of text -> " + res.tokenizer_path);
     replace_other_kind(false);
   }
   std::unique_ptr<Tokenizer> tok = load_tokenizer(res.tokenizer_path);
@@ -252,14 +255,9 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
     }
     res.bytes_read = reader.bytes();
     double t = timer.seconds();
-    if (opt.progress_seconds > 0 && t - last_progress >= opt.progress_seconds) {
+    if (opt.on_progress && opt.progress_seconds > 0 && t - last_progress >= opt.progress_seconds) {
       last_progress = t;
-      char line[256];
-      std::snprintf(line, sizeof line, "prepare: %.1f of %.1f MB (%.0f%%), %.2f MB/s, %llu tokens (%.0f tokens/s)",
-                    mb(res.bytes_read), mb(total_bytes), 100.0 * double(res.bytes_read) / double(std::max<uint64_t>(total_bytes, 1)),
-                    mb(res.bytes_read) / t, (unsigned long long)(res.train.tokens + res.val.tokens),
-                    double(res.train.tokens + res.val.tokens) / t);
-      log_info(line);
+      opt.on_progress({res.bytes_read, total_bytes, res.train.tokens + res.val.tokens, t});
     }
   }
   res.bytes_read = reader.bytes();
@@ -267,7 +265,7 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
   res.val.shards = val_out.finish();
   std::vector<std::string> all = res.train.shards;
   all.insert(all.end(), res.val.shards.begin(), res.val.shards.end());
-  remove_stale_shards(opt.out_dir, all);
+  remove_stale_shards(opt.out_dir, all, opt.on_note);
   if (opt.val_fraction > 0 && res.val.tokens == 0)
     log_warn("prepare: no document went to the validation split (", res.train.documents,
              " documents, --val-fraction ", opt.val_fraction, ")");

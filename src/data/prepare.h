@@ -12,12 +12,19 @@
 // not depend on file order and duplicated documents never straddle the split.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "data/tokenizer.h"
 
 namespace zaya {
+
+struct PrepareProgress {
+  uint64_t bytes_read = 0, total_bytes = 0;  // of the input files
+  uint64_t tokens = 0;                       // written so far, train + val
+  double seconds = 0;                        // since the start
+};
 
 struct PrepareOptions {
   std::vector<std::string> inputs;  // raw UTF-8 text files
@@ -28,7 +35,10 @@ struct PrepareOptions {
   uint64_t max_tokens = 0;                  // stop after this many tokens (train + val); 0: all
   uint64_t shard_tokens = uint64_t(1) << 27;  // tokens per shard file (512 MiB)
   bool document_per_file = false;           // one document per input file, not per blank line
-  double progress_seconds = 2.0;            // progress line interval; <= 0: none
+  double progress_seconds = 2.0;            // interval of on_progress calls; <= 0: none
+  // The library prints nothing: the caller (zaya prepare) prints these.
+  std::function<void(const PrepareProgress&)> on_progress;
+  std::function<void(const std::string&)> on_note;  // "tokenizer: trained ...", "removing stale shard ..."
 };
 
 struct PrepareSplit {

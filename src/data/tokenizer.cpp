@@ -120,8 +120,8 @@ class LineIterator final : public sentencepiece::SentenceIterator {
 
 }  // namespace
 
-void train_sentencepiece(const std::vector<std::string>& input_files, const std::string& model_path,
-                         const SentencePieceTrainOptions& opt) {
+uint64_t train_sentencepiece(const std::vector<std::string>& input_files, const std::string& model_path,
+                             const SentencePieceTrainOptions& opt) {
   ZAYA_CHECK(!input_files.empty(), "tokenizer training: no input files");
   for (const auto& f : input_files)
     ZAYA_CHECK(std::filesystem::is_regular_file(f), f, ": tokenizer training input not found");
@@ -168,8 +168,7 @@ void train_sentencepiece(const std::vector<std::string>& input_files, const std:
   ZAYA_CHECK(st.ok(), model_path, ": SentencePiece training failed: ", st.ToString());
   ZAYA_CHECK(!model.empty(), model_path, ": SentencePiece training produced no model");
   write_file_atomic(model_path, model);
-  log_info("tokenizer: trained ", opt.model_type, " vocab ", opt.vocab_size, " on ", human_bytes(double(it.bytes())),
-           " of text -> ", model_path);
+  return it.bytes();
 }
 
 }  // namespace zaya

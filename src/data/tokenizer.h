@@ -79,8 +79,9 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 // Trains a SentencePiece model on the lines of the given text files (blank lines skipped)
 // and writes it to model_path (atomically). Errors name the input file or the option.
-void train_sentencepiece(const std::vector<std::string>& input_files, const std::string& model_path,
-                         const SentencePieceTrainOptions& opt);
+// Returns the bytes of text it trained on.
+uint64_t train_sentencepiece(const std::vector<std::string>& input_files, const std::string& model_path,
+                             const SentencePieceTrainOptions& opt);
 
 // Opens a tokenizer by file: a Hugging Face tokenizer.json (recognised by its content, a
 // JSON object, whatever the file's name; see hf_tokenizer.h) or a SentencePiece .model.

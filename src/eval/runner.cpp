@@ -132,11 +132,12 @@ TaskResult run_task(const InferModel& m, const Tokenizer& tok, const Task& task_
   const size_t total = t.type == OutputType::Generate ? items.size() : reqs.size();
   auto progress = [&](size_t done) {
     const auto now = std::chrono::steady_clock::now();
-    if (!o.progress || (done < total && now - last < std::chrono::seconds(5))) return;
+    if (!o.on_progress || (done < total && now - last < std::chrono::seconds(5))) return;
     last = now;
-    const double s = std::chrono::duration<double>(now - t0).count();
-    std::fprintf(stderr, "[eval] %s: %zu/%zu %s, %.1f s\n", t.name.c_str(), done, total,
-                 t.type == OutputType::Generate ? "generations" : "contexts", s);
+    RunProgress p;
+    p.task = t.name, p.done = done, p.total = total, p.seconds = std::chrono::duration<double>(now - t0).count();
+    p.unit = t.type == OutputType::Generate ? "generations" : "contexts";
+    o.on_progress(p);
   };
   if (!reqs.empty()) {  // every request at once: the engine orders them (longest first) and batches across them
     std::vector<ScoreRequest> sr;
@@ -260,9 +261,11 @@ TaskResult run_task(const InferModel& m, const Tokenizer& tok, const Task& task_
     res.metrics.push_back(mt);
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (o.progress)
-    std::fprintf(stderr, "[eval] %s: %d documents, %llu requests in %.1f s (%.1f requests/s)\n", t.name.c_str(), res.n,
-                 (unsigned long long)res.requests, res.seconds, double(res.requests) / std::max(res.seconds, 1e-9));
+  if (o.on_progress) {
+    RunProgress p;
+    p.task = t.name, p.finished = true, p.documents = res.n, p.requests = res.requests, p.seconds = res.seconds;
+    o.on_progress(p);
+  }
   return res;
 }
 

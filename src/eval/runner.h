@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <ostream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,24 @@
 
 namespace zaya::eval {
 
+// What a task has done so far: every few seconds (finished false), and once at its end.
+struct RunProgress {
+  std::string task;
+  size_t done = 0, total = 0;
+  const char* unit = "contexts";  // or "generations"
+  double seconds = 0;
+  bool finished = false;
+  int documents = 0;       // at the end
+  uint64_t requests = 0;   // at the end
+};
+
 struct RunOptions {
   int limit = 0;          // documents per task (0: all)
   int batch = 1;          // continuation rows fed together, across items
   int num_fewshot = -1;   // override every task's (-1: the task's own)
   uint64_t seed = 1234;   // few-shot sampling (lm-eval's default seed)
-  bool progress = true;   // a line on stderr every few seconds
+  // The library prints nothing: zaya eval prints these (none: quiet).
+  std::function<void(const RunProgress&)> on_progress;
   std::ostream* samples = nullptr;  // --log-samples JSONL
 };
 

@@ -40,7 +40,6 @@ std::optional<std::vector<TaskResult>> TrainTasks::run(Trainer& tr, int64_t step
   InferModel im(m.cfg(), WeightStore::from_model(m));
   RunOptions o;
   o.limit = limit_;
-  o.progress = false;
   // A small model's products are too small to share between threads: its decode steps
   // would be all barriers.
   const int threads = omp_get_max_threads();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -120,6 +121,7 @@ class Supervisor {
   void record(json incident);
   void settle_pending(bool recovered, double when);
   void summary(bool finished);
+  void say(const char* fmt, ...) __attribute__((format(printf, 2, 3)));  // one event line to o_.on_event
 
   LaunchOptions o_;
   std::vector<std::string> args_;
@@ -137,6 +139,20 @@ class Supervisor {
   int64_t hb_writes_ = 0;
   bool finalize_hung_ = false;
 };
+
+void Supervisor::say(const char* fmt, ...) {
+  if (!o_.on_event) return;
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  std::string line(size_t(std::max(n, 0)), '\0');
+  std::vsnprintf(line.data(), line.size() + 1, fmt, ap2);
+  va_end(ap2);
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  o_.on_event(line);
+}
 
 std::vector<std::string> Supervisor::command(bool resume) const {
   std::vector<std::string> c;
@@ -186,10 +202,9 @@ void Supervisor::check_stragglers(std::vector<RankWatch>& w) {
     r.reported = true;
     ++counts_["straggler"];
     const double factor = f.window_s / f.baseline_s;
-    std::printf("launch: straggler: rank %d computes a step in %.3f s (median of %d steps to step %lld), %.1fx the "
+    say("launch: straggler: rank %d computes a step in %.3f s (median of %d steps to step %lld), %.1fx the "
                 "ranks' median %.3f s\n",
                 f.rank, f.window_s, r.hb.window_n, (long long)f.step, factor, f.baseline_s);
-    std::fflush(stdout);
     record({{"time", iso_time()}, {"unix", std::time(nullptr)}, {"kind", "straggler"}, {"rank", f.rank},
             {"step_at_failure", f.step}, {"step_resumed_from", nullptr}, {"seconds_lost", 0},
             {"compute_s", f.window_s}, {"median_s", f.baseline_s}, {"factor", factor},
@@ -206,8 +221,7 @@ Outcome Supervisor::attempt(bool resume) {
   const std::vector<std::string> cmd = command(resume);
   std::string line;
   for (const std::string& c : cmd) line += (line.empty() ? "" : " ") + c;
-  std::printf("launch: attempt %d: %s\n", attempt_no_, line.c_str());
-  std::fflush(stdout);
+  say("launch: attempt %d: %s\n", attempt_no_, line.c_str());
 
   Job job(cmd);
   const double t_start = now_s();
@@ -303,9 +317,8 @@ Outcome Supervisor::attempt(bool resume) {
                      ? cat(o_.mpirun, " (pid ", job.pid(), ") is stopped")
                      : "the job did not exit after every rank reported done"};
     }
-    if (v.rank >= 0) std::printf("launch: hang attributed to rank %d: %s\n", v.rank, v.cause.c_str());
-    else std::printf("launch: hang: %s\n", v.cause.c_str());
-    std::fflush(stdout);
+    if (v.rank >= 0) say("launch: hang attributed to rank %d: %s\n", v.rank, v.cause.c_str());
+    else say("launch: hang: %s\n", v.cause.c_str());
     out.ranks = ranks;
     out.cause = v.cause;
     finish(Outcome::Hang, v.rank, finalize ? "finalize" : v.rank >= 0 ? st[size_t(v.rank)].stage : "startup");
@@ -371,13 +384,13 @@ Outcome Supervisor::attempt(bool resume) {
       tripped = r;
       const bool ckpt = x.have && x.hb.stage == "checkpoint";
       const char* which = !x.stepped && !ckpt ? "start-up" : ckpt ? "checkpoint" : "step";
-      std::printf("launch: rank %d: no heartbeat progress for %.1f s (stage %s, %s timeout %.1f s)\n", r, quiet,
+      say("launch: rank %d: no heartbeat progress for %.1f s (stage %s, %s timeout %.1f s)\n", r, quiet,
                   x.have ? x.hb.stage.c_str() : "startup", which, limit);
     }
     if (all_done && all_done_since < 0) all_done_since = now;
     const bool finalize_hang = all_done && now - all_done_since > o_.finalize_timeout;
     if (finalize_hang)
-      std::printf("launch: the job has not exited %.1f s after every rank reported done (finalize timeout %.1f s)\n",
+      say("launch: the job has not exited %.1f s after every rank reported done (finalize timeout %.1f s)\n",
                   now - all_done_since, o_.finalize_timeout);
     if (tripped >= 0 || finalize_hang) {
       hang(now, tripped < 0);
@@ -437,14 +450,14 @@ int Supervisor::run() {
     }
     settle_pending(false, now_s());
     if (o.kind == Outcome::Interrupted) {
-      std::printf("launch: interrupted; the job is ended\n");
+      say("launch: interrupted; the job is ended\n");
       break;
     }
     ++counts_[kind_name(o.kind)];
     std::string how = o.kind == Outcome::Hang ? "hung" : o.kind == Outcome::Anomalies ? "aborted on anomalies" : "";
     if (o.kind == Outcome::Crash)
       how = o.signal ? cat("killed by signal ", o.signal) : o.exit_code >= 0 ? cat("exited with code ", o.exit_code) : "died";
-    std::printf("launch: %s: %s %s at step %lld%s%s\n", kind_name(o.kind),
+    say("launch: %s: %s %s at step %lld%s%s\n", kind_name(o.kind),
                 o.rank >= 0 ? cat("rank ", o.rank).c_str() : "the job", how.c_str(),
                 (long long)o.step, o.stage.empty() ? "" : cat(" (stage ", o.stage, ")").c_str(),
                 o.message.empty() ? "" : cat(": ", o.message).c_str());
@@ -464,7 +477,7 @@ int Supervisor::run() {
         inc["step_resumed_from"] = nullptr;
         inc["seconds_lost"] = 0;
         record(inc);
-        std::printf("launch: the training is complete (%s); the job was ended, no restart\n",
+        say("launch: the training is complete (%s); the job was ended, no restart\n",
                     final_rp->dir.empty() ? "no checkpoint saved"
                                           : cat("checkpoint step ", final_rp->step, " verifies").c_str());
         finalize_hung_ = finished = true;
@@ -476,20 +489,20 @@ int Supervisor::run() {
       inc["gave_up"] = true;
       inc["seconds_lost"] = nullptr;
       record(inc);
-      std::printf("launch: giving up after %d restart(s) (--max-restarts %d)\n", restarts_, o_.max_restarts);
+      say("launch: giving up after %d restart(s) (--max-restarts %d)\n", restarts_, o_.max_restarts);
       break;
     }
     const int64_t below = o.kind == Outcome::Anomalies ? o.first : 0;
     ResumePoint rp = final_rp ? *final_rp : choose_resume_point(ckpt_dir_, below);
     json corrupt = json::array();
     for (auto& [step, err] : rp.corrupt) {
-      std::printf("launch: checkpoint step %lld does not verify (%s); falling back to an older one\n",
+      say("launch: checkpoint step %lld does not verify (%s); falling back to an older one\n",
                   (long long)step, err.c_str());
       corrupt.push_back({{"step", step}, {"error", err}});
       ++corrupt_skipped_;
     }
     if (!rp.rolled_back.empty())
-      std::printf("launch: %zu checkpoint(s) inside or after the anomaly window set aside\n", rp.rolled_back.size());
+      say("launch: %zu checkpoint(s) inside or after the anomaly window set aside\n", rp.rolled_back.size());
     if (o.kind == Outcome::Anomalies && o.first > 0) {
       skips_.push_back({o.first, o.last});
       inc["skip_window"] = {o.first, o.last};
@@ -506,10 +519,9 @@ int Supervisor::run() {
     pending_ = inc;
     pending_failure_time_ = o.failure_time;
     pending_step_ = o.step;
-    std::printf("launch: restart %d/%d in %.2f s from %s%s\n", restarts_, o_.max_restarts, backoff,
+    say("launch: restart %d/%d in %.2f s from %s%s\n", restarts_, o_.max_restarts, backoff,
                 rp.dir.empty() ? "scratch (no checkpoint verifies)" : rp.dir.c_str(),
                 o.kind == Outcome::Anomalies ? cat(", skipping steps ", o.first, "-", o.last).c_str() : "");
-    std::fflush(stdout);
     const double until = now_s() + backoff;
     while (now_s() < until && !g_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (g_interrupted) break;
@@ -543,17 +555,16 @@ void Supervisor::summary(bool finished) {
   write_file_atomic((fs::path(out_dir_) / "launch-summary.json").string(), text.data(), text.size());
   std::string inc;
   for (auto& [k, n] : counts_) inc += cat(inc.empty() ? "" : ", ", k, " ", n);
-  std::printf("launch summary: %s; %d attempt(s), %d restart(s); incidents: %s\n",
+  say("launch summary: %s; %d attempt(s), %d restart(s); incidents: %s\n",
               !finished        ? "NOT finished"
               : finalize_hung_ ? "finished, but the job hung in finalisation"
                                : "finished",
               attempt_no_, restarts_, inc.empty() ? "none" : inc.c_str());
-  std::printf("launch summary: recovered %zu, seconds lost mean %.2f max %.2f, steps lost %lld, corrupt "
+  say("launch summary: recovered %zu, seconds lost mean %.2f max %.2f, steps lost %lld, corrupt "
               "checkpoints skipped %d, skipped windows %zu\n",
               recover_s_.size(), mean, mx, (long long)steps_lost_, corrupt_skipped_, skips_.size());
-  std::printf("launch summary: heartbeat overhead %.4f%% of step time (%lld writes, %.1f us each)\n", 100 * overhead,
+  say("launch summary: heartbeat overhead %.4f%% of step time (%lld writes, %.1f us each)\n", 100 * overhead,
               (long long)hb_writes_, hb_writes_ ? 1e6 * hb_s_ / double(hb_writes_) : 0.0);
-  std::fflush(stdout);
 }
 
 }  // namespace

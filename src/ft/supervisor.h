@@ -15,6 +15,7 @@
 // later the run reached step_at_failure again than it first did), launch-summary.json, and
 // heartbeat/ (the ranks' heartbeats).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct LaunchOptions {
   double straggler_factor = 1.5;    // on the ranks' rolling median compute times
   double term_grace_s = 5;          // SIGTERM -> SIGKILL
   std::string mpirun = "mpirun";
+  // Every event line ("launch: attempt 1: ...", restarts, hangs, the summary), without its
+  // newline: the library prints nothing; zaya launch prints and flushes each one.
+  std::function<void(const std::string& line)> on_event;
   std::string zaya;                 // the zaya binary (default: this executable)
   std::vector<std::string> train_args;  // `zaya train` arguments (a leading "train" is dropped)
 };

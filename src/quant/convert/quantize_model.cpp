@@ -255,9 +255,8 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
       if (!model) release_pages(base + r0 * src_rb, nr * src_rb);
     }
     done += it.v->bytes();
-    if (o.progress && (since.seconds() > 5 || ii + 1 == items.size())) {
-      log_info("quantize: ", ii + 1, "/", items.size(), " tensors, ", human_bytes(double(done)), " of ",
-               human_bytes(double(sum.src_bytes)), " read, ", int(timer.seconds()), " s");
+    if (o.progress && o.on_progress && (since.seconds() > 5 || ii + 1 == items.size())) {
+      o.on_progress({ii + 1, items.size(), done, sum.src_bytes, timer.seconds()});
       since = Timer();
     }
   }

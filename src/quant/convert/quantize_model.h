@@ -12,12 +12,19 @@
 // as they are done, so memory stays far below the model's size.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "quant/blocks.h"
 
 namespace zaya {
+
+struct QuantizeProgress {
+  size_t tensors_done = 0, tensors = 0;
+  uint64_t bytes_done = 0, bytes = 0;  // of the source
+  double seconds = 0;
+};
 
 struct QuantizeOptions {
   quant::QType type = quant::QType::Q8_0;  // q8_0, q4_0 or q4_k
@@ -26,7 +33,9 @@ struct QuantizeOptions {
   std::vector<std::string> keep;
   std::string tokenizer;  // overrides the source's own (tokenizer.json or a SentencePiece .model)
   bool force = false;     // replace an existing DST
-  bool progress = true;   // a line every few seconds
+  bool progress = true;   // call on_progress every few seconds
+  // The library prints nothing: zaya quantize prints these.
+  std::function<void(const QuantizeProgress&)> on_progress;
 };
 
 struct QuantizeSummary {
