@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/profile.h"
 #include "kernels/gemm.h"
+#include "train/optim.h"
 
 namespace {
 
@@ -30,14 +31,13 @@ void run(const Opts& o) {
     zaya::fail("--profile-clock: expected wall or thread, got '", o.profile_clock, "'");
   if (o.precision != "fp32" && o.precision != "bf16")
     zaya::fail("--precision: expected fp32 or bf16, got '", o.precision, "'");
-  if (o.optimizer != "muon" && o.optimizer != "adamw") zaya::fail("--optimizer: expected adamw or muon");
   zaya::bench::TrainStepOptions so;
   so.batch = o.batch;
   so.seq = o.seq;
   so.steps = o.steps;
   so.warmup = o.warmup;
   so.bf16 = o.precision == "bf16";
-  so.optimizer.kind = o.optimizer == "muon" ? zaya::OptimizerKind::Muon : zaya::OptimizerKind::AdamW;
+  so.optimizer.kind = zaya::parse_optimizer_kind(o.optimizer, "--optimizer");
   so.profile = o.profile;
   so.profile_clock = o.profile_clock == "thread" ? zaya::prof::Clock::ThreadCpu : zaya::prof::Clock::Wall;
   const zaya::bench::TrainStepResult r = zaya::bench::measure_train_step(cfg, so);
