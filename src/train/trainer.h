@@ -1,5 +1,5 @@
 // The training loop: plan -> (phase switch) -> batch -> micro-batches forward/backward ->
-// global gradient norm, clipping -> optimizer step -> router balancing -> metrics, progress,
+// global gradient norm, clipping -> optimizer step -> router balancing -> metrics, reports,
 // periodic validation and checkpoints. run() reads top to bottom; each stage is one
 // member function below it. The trainer prints nothing: it hands records to its hooks
 // (TrainerReports) and `zaya train` prints them (src/cli/train_progress.cpp).
