@@ -79,6 +79,10 @@ struct Models {
   Models(const ModelConfig& cfg, const char* tag) : c(cfg), dir("infer_math", tag) {
     f32 = std::make_unique<Model<float>>(c);
     randomize_for_checks(f32->layout, 17, f32->params.data(), f32->buffers.data());
+    // The skip class's balancing bias back to 0 (randomize_for_checks favours it): most tokens
+    // then reach the experts.
+    if (c.use_mod)
+      for (const ParamInfo& p : f32->layout.buffers.params) f32->buffers[p.offset + p.numel - 1] = 0.f;
     in_f32 = std::make_unique<InferModel>(c, WeightStore::from_model(*f32));
     save_hf_dir(dir.str(), *f32, DType::BF16, 0, false);
     f32_of_bf16 = std::make_unique<Model<float>>(c);
@@ -223,8 +227,10 @@ double ragged_vs_model(const Model<float>& ref, const InferModel& im, KvCacheDTy
 
 // MoE sub-layer s (the mi-th MoE) over N = B * n random rows; r_prev random when mi > 0 (the
 // EDA term). Outputs compared for tokens clear of a routing tie, and r for every token.
-// Returns the number of tokens compared.
-int check_moe_case(const Model<float>& ref, const InferModel& im, int s, int mi, int B, int n, int threads,
+struct MoeCount {
+  int compared = 0, routed = 0;  // tokens compared, slots the model sent to an expert
+};
+MoeCount check_moe_case(const Model<float>& ref, const InferModel& im, int s, int mi, int B, int n, int threads,
                    double tol, double clear_margin, const char* what) {
   const ModelConfig& c = ref.cfg();
   const int N = B * n, D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
@@ -263,23 +269,29 @@ int check_moe_case(const Model<float>& ref, const InferModel& im, int s, int mi,
   EXPECT_LT(out.rel(), tol) << what << ", sub-layer " << s << ", B " << B << ", n " << n << ", " << threads
                             << " thread(s)";
   EXPECT_LT(rd.rel(), tol) << what << " (router state r), sub-layer " << s << ", B " << B << ", n " << n;
-  return compared;
+  MoeCount count{compared, 0};
+  for (int64_t e : saved.counts_E) count.routed += int(e);
+  return count;
 }
 
 void check_moe(Models& m, const char* name) {
   const int saved_threads = omp_get_max_threads();
   const std::string f32 = std::string(name) + ", fp32 weights", b16 = std::string(name) + ", bf16 weights";
-  int tokens = 0, compared_f32 = 0, compared_b16 = 0;
+  int tokens = 0, compared_f32 = 0, compared_b16 = 0, routed = 0;
   // Decode (n 1, batch 1 and 3), prefill (n 6), and 2 x 20 rows (a region per product).
   for (auto [B, n] : {std::pair{1, 1}, std::pair{3, 1}, std::pair{1, 6}, std::pair{2, 20}})
     for (int threads : {1, 2, 3})
       for (auto [s, mi] : {std::pair{1, 0}, std::pair{3, 1}}) {
         tokens += B * n;
-        compared_f32 += check_moe_case(*m.f32, *m.in_f32, s, mi, B, n, threads, 1e-5, 1e-4, f32.c_str());
-        compared_b16 += check_moe_case(*m.f32_of_bf16, *m.in_bf16, s, mi, B, n, threads, 2e-2, 5e-3, b16.c_str());
+        const MoeCount f = check_moe_case(*m.f32, *m.in_f32, s, mi, B, n, threads, 1e-5, 1e-4, f32.c_str());
+        const MoeCount h = check_moe_case(*m.f32_of_bf16, *m.in_bf16, s, mi, B, n, threads, 2e-2, 5e-3, b16.c_str());
+        compared_f32 += f.compared;
+        compared_b16 += h.compared;
+        routed += f.routed;
       }
   EXPECT_GE(compared_f32, tokens * 9 / 10) << name << ": too few tokens clear of a routing tie to compare";
   EXPECT_GE(compared_b16, tokens * 6 / 10) << name << ": too few tokens clear of a routing tie to compare";
+  EXPECT_GE(routed, tokens * m.c.topk / 2) << name << ": most slots must reach an expert (not the skip class)";
   omp_set_num_threads(saved_threads);
 }
 
