@@ -97,7 +97,7 @@ class RouterProduct {
  public:
   template <class F>
     requires(!std::is_same_v<std::remove_cvref_t<F>, RouterProduct>)
-  RouterProduct(F&& f)  // NOLINT: converts from any callable, as std::function does
+  RouterProduct(F&& f)  // implicit: a lambda passes as the argument, as to std::function
       : obj_(const_cast<void*>(static_cast<const void*>(&f))), call_([](void* o, RouterMatrix m, T* y, const T* x) {
           (*static_cast<std::remove_reference_t<F>*>(o))(m, y, x);
         }) {}
@@ -130,7 +130,7 @@ void moe_combine(T* out_ND, const T* x_ND, const T* ys_SD, const T* gate_NK, con
                  int K, int D);
 
 // Biased top-k with the MoD rule for one token (prob [NC] after softmax, bias [NC]): chosen
-// classes and gates [K]; returns the gap to the best unchosen class (shared with model/infer).
+// classes and gates [K]; returns the gap to the best unchosen class (moe_router runs it per token).
 template <class T>
 double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_t* choice, T* gate);
 
