@@ -38,7 +38,7 @@ void causal_conv_depthwise(T* y0, const T* p, const T* halo, const T* w0, const 
 template <class T>
 void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const T* w0, const T* b0, const T* w1,
                          const T* b1, const ConvShape& s) {
-  const int Tr = s.rows_per_batch(), C = s.C, hd = s.hd, K1 = s.K1;
+  const int C = s.C, hd = s.hd, K1 = s.K1;
   causal_conv_depthwise(y0, p, halo, w0, b0, s);  // stage 1
   pack_w1(w1p, w1, s);
   // Stage 2: per group and tap, one GEMM over all rows (rows that straddle batches are junk).
@@ -47,16 +47,19 @@ void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const
     for (int k = 0; k < K1; ++k)
       gemm(Trans::N, Trans::T, M, hd, hd, T(1), y0 + size_t(k) * C + size_t(g) * hd, C,
            w1p + (size_t(k) * C + size_t(g) * hd) * hd, hd, k ? T(1) : T(0), out + size_t(g) * hd, C);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < s.B; ++b)
-    for (int j = 0; j < Tr; ++j) {
-      T* o = out + (size_t(b) * Tr + j) * C;
-      if (j >= s.T) {
-        std::memset(o, 0, sizeof(T) * C);
-      } else {
-        for (int c = 0; c < C; ++c) o[c] += b1[c];
-      }
-    }
+  causal_conv_bias(out, b1, s);
+}
+
+template <class T>
+void causal_conv_bias(T* out, const T* b1, const ConvShape& s) {
+  const int Tr = s.rows_per_batch(), C = s.C;
+  parallel_for(int64_t(s.B) * Tr, [&](int64_t bj) {
+    T* o = out + size_t(bj) * C;
+    if (bj % Tr >= s.T)
+      std::memset(o, 0, sizeof(T) * C);
+    else
+      for (int c = 0; c < C; ++c) o[c] += b1[c];
+  });
 }
 
 template <class T>
@@ -138,6 +141,7 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
   template void causal_conv_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
                                        const ConvShape&);                                                      \
   template void causal_conv_depthwise<T>(T*, const T*, const T*, const T*, const T*, const ConvShape&);       \
+  template void causal_conv_bias<T>(T*, const T*, const ConvShape&);                                          \
   template void causal_conv_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, T*, const T*,       \
                                         const T*, const T*, const T*, const ConvShape&);
 ZAYA_INST(float)

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/profile.h"
@@ -76,28 +78,50 @@ struct Dims {
 };
 }  // namespace
 
-// Appends this chunk's k (normalised, rotated) and v to the cache, and keeps the last P
-// packed pre-conv vectors and the last x for the next chunk. len is advanced by the caller.
-template <class T>
-void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* k_new, const T* v,
-                             const T* p, const T* x) {
-  const int KD = c.num_kv_heads * c.head_dim, C = c.conv_channels(), P = c.conv_pad(), D = c.hidden_size;
+template <class T, class KV>
+void cca_kv_append(KV* k_cache, KV* v_cache, int capacity, const ModelConfig& c, const CcaDims& d, const T* k_new,
+                   int ldk, const T* v, const int* row_pos0) {
+  const int KD = c.num_kv_heads * c.head_dim;
+  const size_t hd = size_t(c.head_dim);
+  auto store = [&](const T* src, KV* dst) {
+    if constexpr (std::is_same_v<KV, T>)
+      std::memcpy(dst, src, sizeof(T) * hd);
+    else
+      convert_to_bf16(src, dst, hd);
+  };
   for (int b = 0; b < d.B; ++b) {
+    const int pos0 = row_pos0 ? row_pos0[b] : d.pos0;
     for (int t = 0; t < d.T; ++t) {
       const size_t row = size_t(b) * d.T + t;
       for (int g = 0; g < c.num_kv_heads; ++g) {  // head-major: [B, Hk, capacity, hd]
-        const size_t at = ((size_t(b) * c.num_kv_heads + g) * cache.capacity + cache.len + t) * c.head_dim;
-        std::memcpy(&cache.k_BGSd[at], k_new + row * C + size_t(g) * c.head_dim, sizeof(T) * c.head_dim);
-        std::memcpy(&cache.v_BGSd[at], v + row * KD + size_t(g) * c.head_dim, sizeof(T) * c.head_dim);
+        const size_t at = ((size_t(b) * c.num_kv_heads + g) * size_t(capacity) + size_t(pos0 + t)) * hd;
+        store(k_new + row * ldk + g * hd, k_cache + at);
+        store(v + row * KD + g * hd, v_cache + at);
       }
     }
+  }
+}
+
+template <class T>
+void cca_tail_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* p, const T* x) {
+  const int C = c.conv_channels(), P = c.conv_pad(), D = c.hidden_size;
+  std::vector<T> joined(size_t(P + d.T) * C);
+  for (int b = 0; b < d.B; ++b) {
     // New tail = last P rows of (old tail ++ this chunk's p).
-    std::vector<T> joined(size_t(P + d.T) * C);
     std::memcpy(joined.data(), &cache.p_tail_BPC[size_t(b) * P * C], sizeof(T) * P * C);
     std::memcpy(joined.data() + size_t(P) * C, p + size_t(b) * d.T * C, sizeof(T) * d.T * C);
     std::memcpy(&cache.p_tail_BPC[size_t(b) * P * C], joined.data() + size_t(d.T) * C, sizeof(T) * P * C);
     std::memcpy(&cache.x_prev_BD[size_t(b) * D], x + (size_t(b) * d.T + d.T - 1) * D, sizeof(T) * D);
   }
+}
+
+// len is advanced by the caller.
+template <class T>
+void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* k_new, const T* v,
+                      const T* p, const T* x) {
+  const CcaDims at{d.B, d.T, cache.len};
+  cca_kv_append(cache.k_BGSd.data(), cache.v_BGSd.data(), cache.capacity, c, at, k_new, c.conv_channels(), v);
+  cca_tail_append(cache, c, d, p, x);
 }
 
 // 3. q-k mean: q_j = c_j + (q0_j + k0_g)/2;  k_g = c_g + mean_j (q0_j + k0_g)/2.
@@ -128,6 +152,24 @@ void cca_qk_mean(T* qk_pre, const T* conv_tall, const T* p, const ModelConfig& c
         for (int e = 0; e < ne; ++e) qr[z.QD + g * z.hd + e0 + e] = cr[z.QD + g * z.hd + e0 + e] + mk[e] / T(z.G);
       }
   });
+}
+
+template <class T>
+void cca_qk_norm_rope(T* qk, T* norms, const T* qk_pre, const T* temp, const RopeTable& rope, const ModelConfig& c,
+                      const CcaDims& d, const int* row_pos0) {
+  const Dims z(c, d);
+  l2norm_forward(qk, norms, qk_pre, (const T*)nullptr, z.N, z.Hq, z.hd, z.C);
+  l2norm_forward(qk + z.QD, norms + size_t(z.N) * z.Hq, qk_pre + z.QD, temp, z.N, z.Hk, z.hd, z.C);
+  if (!row_pos0) {
+    rope_forward(qk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
+    rope_forward(qk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
+    return;
+  }
+  for (int b = 0; b < d.B; ++b) {
+    T* qb = qk + size_t(b) * d.T * z.C;
+    rope_forward(qb, rope, d.T, d.T, row_pos0[b], z.Hq, z.hd, z.C);
+    rope_forward(qb + z.QD, rope, d.T, d.T, row_pos0[b], z.Hk, z.hd, z.C);
+  }
 }
 
 // The fused products read [linear_q; linear_k] and [val_proj1; val_proj2] as one matrix each:
@@ -191,11 +233,7 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
   zone.reset();
   zone.emplace("l2norm+rope");
   T* qk = s.qk_NC.data();
-  T* norms = s.norms_NH.data();
-  l2norm_forward(qk, norms, qk_pre, (const T*)nullptr, z.N, z.Hq, z.hd, z.C);
-  l2norm_forward(qk + z.QD, norms + size_t(z.N) * z.Hq, qk_pre + z.QD, W + o.temp, z.N, z.Hk, z.hd, z.C);
-  rope_forward(qk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
-  rope_forward(qk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
+  cca_qk_norm_rope(qk, s.norms_NH.data(), qk_pre, W + o.temp, rope, c, d);
   // 7. causal GQA attention, 8. o_proj.
   zone.reset();
   zone.emplace("attention");
@@ -355,6 +393,11 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
 
 #define ZAYA_INST(T)                                                                                        \
   template void cca_qk_mean<T>(T*, const T*, const T*, const ModelConfig&, const CcaDims&);                 \
+  template void cca_qk_norm_rope<T>(T*, T*, const T*, const T*, const RopeTable&, const ModelConfig&,        \
+                                    const CcaDims&, const int*);                                            \
+  template void cca_kv_append<T, T>(T*, T*, int, const ModelConfig&, const CcaDims&, const T*, int, const T*,  \
+                                    const int*);                                                            \
+  template void cca_tail_append<T>(CcaCache<T>&, const ModelConfig&, const CcaDims&, const T*, const T*);     \
   template void cca_cache_append<T>(CcaCache<T>&, const ModelConfig&, const CcaDims&, const T*, const T*,     \
                                     const T*, const T*);                                                    \
   template struct CcaSaved<T>;                                                                              \
@@ -367,5 +410,7 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
                                 SeqShard<T>*);
 ZAYA_INST(float)
 ZAYA_INST(double)
+template void cca_kv_append<float, bf16>(bf16*, bf16*, int, const ModelConfig&, const CcaDims&, const float*, int,
+                                         const float*, const int*);
 
 }  // namespace zaya

@@ -81,11 +81,27 @@ struct CcaDims {
   int B, T, pos0;  // pos0: position of the first token (sequence shards)
 };
 
-// Pieces of cca_forward shared with the in-place inference path (model/infer.cpp).
-// Step 3, the q-k mean: qk_pre [N, C] from the conv output (tall layout) and p [N, C].
+// Steps of cca_forward that the in-place inference path (model/infer.cpp) runs as they are,
+// between its own products, over its own cache element type. Rows are b * d.T + t; row_pos0
+// (nullable) gives each batch row its own first position (inference's rows at different
+// positions), else every row starts at d.pos0.
+// 3. The q-k mean: qk_pre [N, C] from the conv output (tall layout) and p [N, C].
 template <class T>
 void cca_qk_mean(T* qk_pre_NC, const T* conv_tall, const T* p_NC, const ModelConfig& c, const CcaDims& d);
-// Appends a chunk's k (row stride C), v, pre-conv p and x to the cache (len not advanced).
+// 5. L2 normalisation (k with its per-head temperature `temp`), 6. partial RoPE: qk [N, C]
+// and the norms [N, Hq+Hk] from qk_pre.
+template <class T>
+void cca_qk_norm_rope(T* qk_NC, T* norms_NH, const T* qk_pre_NC, const T* temp, const RopeTable& rope,
+                      const ModelConfig& c, const CcaDims& d, const int* row_pos0 = nullptr);
+// The decode cache's K and V: k (row stride ldk) and v [N, KD] into head-major [B, Hk,
+// capacity, hd] arrays at each row's positions. KV is T, or bf16 (rounded; T = float).
+template <class T, class KV>
+void cca_kv_append(KV* k_BGSd, KV* v_BGSd, int capacity, const ModelConfig& c, const CcaDims& d, const T* k_new,
+                   int ldk, const T* v, const int* row_pos0 = nullptr);
+// The rest of the decode state: the last P pre-conv vectors p and the last x of every row.
+template <class T>
+void cca_tail_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* p, const T* x);
+// Both, at cache.len (len not advanced): k with row stride C.
 template <class T>
 void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* k_new, const T* v,
                       const T* p, const T* x);

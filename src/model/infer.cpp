@@ -16,6 +16,8 @@
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_quant.h"
 #include "kernels/norm.h"
+#include "model/cca.h"
+#include "model/moe.h"
 
 namespace zaya {
 
@@ -311,58 +313,27 @@ void InferDecoder::split(int count, F&& f) {
 #pragma omp barrier
 }
 
-void InferDecoder::append_kv16(int li, const float* k_new, const float* v, const float* p, const float* x, int n) {
-  const ModelConfig& c = m_.cfg();
-  CcaCache<float>& cache = state_.cca[size_t(li)];
-  Kv16& kv = kv16c_[size_t(li)];
-  const int KD = c.num_kv_heads * c.head_dim, C = c.conv_channels(), P = c.conv_pad(), D = c.hidden_size;
-  const size_t hd = size_t(c.head_dim);
-  for (int b = 0; b < batch_; ++b) {
-    for (int t = 0; t < n; ++t) {
-      const size_t row = size_t(b) * n + t;
-      for (int g = 0; g < c.num_kv_heads; ++g) {  // head-major: [B, Hk, capacity, hd]
-        const size_t at = ((size_t(b) * c.num_kv_heads + g) * size_t(max_len_) + cache.len + t) * hd;
-        convert_to_bf16(k_new + row * C + size_t(g) * hd, &kv.k[at], hd);
-        convert_to_bf16(v + row * KD + size_t(g) * hd, &kv.v[at], hd);
-      }
-    }
-    // New tail = the last P rows of (old tail ++ this chunk's p); x_prev = the last x.
-    std::vector<float> joined(size_t(P + n) * C);
-    std::memcpy(joined.data(), &cache.p_tail_BPC[size_t(b) * P * C], sizeof(float) * P * C);
-    std::memcpy(joined.data() + size_t(P) * C, p + size_t(b) * n * C, sizeof(float) * n * C);
-    std::memcpy(&cache.p_tail_BPC[size_t(b) * P * C], joined.data() + size_t(n) * C, sizeof(float) * P * C);
-    std::memcpy(&cache.x_prev_BD[size_t(b) * D], x + (size_t(b) * n + n - 1) * D, sizeof(float) * D);
-  }
-}
-
-// Between the products: the conv's bias, q-k mean, L2 norms, RoPE, the cache append.
+// Between the products: the conv's bias, q-k mean, L2 norms, RoPE, the cache append. Rows at
+// different positions take RoPE and their cache entries at their own positions.
 void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n) {
   const ModelConfig& c = m_.cfg();
   CcaCache<float>& cache = state_.cca[size_t(li)];
-  const int B = batch_, N = B * n, hd = c.head_dim, Hq = c.num_q_heads, Hk = c.num_kv_heads;
-  const int QD = Hq * hd, C = c.conv_channels(), Tr = n + c.conv_kernel1 - 1;
-  const CcaDims d{B, n, cache.len};
+  const int QD = c.num_q_heads * c.head_dim, C = c.conv_channels();
+  const CcaDims d{batch_, n, cache.len};
+  const int* row_pos0 = ragged_ ? row_len_.data() : nullptr;
   const float* p = p_.data();
-  for (int b = 0; b < B; ++b)
-    for (int j = 0; j < Tr; ++j) {
-      float* o = &conv_[(size_t(b) * Tr + j) * C];
-      if (j >= n)
-        std::fill(o, o + C, 0.f);  // the tall layout's junk rows
-      else
-        for (int ch = 0; ch < C; ++ch) o[ch] += a.conv1_b[ch];
-    }
-  // 3. q-k mean, 5. L2 norm, 6. RoPE.
+  causal_conv_bias(conv_.data(), a.conv1_b, ConvShape{batch_, n, C, c.head_dim, c.conv_kernel0, c.conv_kernel1});
+  // 3. q-k mean, 5. L2 norm, 6. RoPE, then K, V and the tails into the cache.
   cca_qk_mean(qkpre_.data(), conv_.data(), p, c, d);
   float* qk = qk_.data();
-  l2norm_forward(qk, norms_.data(), qkpre_.data(), (const float*)nullptr, N, Hq, hd, C);
-  l2norm_forward(qk + QD, norms_.data() + size_t(N) * Hq, qkpre_.data() + QD, a.temp, N, Hk, hd, C);
-  if (ragged_) return rows_rope_append(li, n);
-  rope_forward(qk, m_.rope, N, n, d.pos0, Hq, hd, C);
-  rope_forward(qk + QD, m_.rope, N, n, d.pos0, Hk, hd, C);
+  cca_qk_norm_rope(qk, norms_.data(), qkpre_.data(), a.temp, m_.rope, c, d, row_pos0);
   if (kv16_)
-    append_kv16(li, qk + QD, v_.data(), p, x_.data(), n);
+    cca_kv_append(kv16c_[size_t(li)].k.data(), kv16c_[size_t(li)].v.data(), max_len_, c, d, qk + QD, C, v_.data(),
+                  row_pos0);
   else
-    cca_cache_append(cache, c, d, qk + QD, v_.data(), p, x_.data());
+    cca_kv_append(cache.k_BGSd.data(), cache.v_BGSd.data(), cache.capacity, c, d, qk + QD, C, v_.data(), row_pos0);
+  cca_tail_append(cache, c, d, p, x_.data());
+  if (ragged_) return rows_scratch(n);
   attn_shape_ = cache.attn_shape(c, n);
   const size_t need = attn_shape_.scratch_elems(omp_get_max_threads());
   if (scratch_.size() < need) scratch_.assign(need, 0.f);
@@ -371,46 +342,29 @@ void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n) {
 
 void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, float* r) {
   const ModelConfig& c = m_.cfg();
-  const int N = batch_ * n, D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
-  const int E = c.num_experts, F = c.ffn_hidden_size, skip = c.use_mod ? E : -1;
+  const int N = batch_ * n, D = c.hidden_size, R = c.router_hidden, K = c.topk;
+  const int E = c.num_experts, F = c.ffn_hidden_size;
   const float* x = x_.data();
-  float* prob = prob_.data();
-  // Router (as moe_forward): down-projection + EDA, RMSNorm, 2 x (linear + GELU), softmax.
+  // Router: the down-projection over the team. The rest (moe_router) is small (R x R twice
+  // and NC x R: ~270 KB for ZAYA1): one thread runs it with the norm, the activations, the
+  // routing and the dispatch, instead of three team products and five barriers. In a team
+  // its products run on that thread (linear_bf16 inside a region).
   lin(m.down, r, R, x, D, N);
-  // The rest of the router is small (R x R twice and NC x R: ~270 KB for ZAYA1): one thread
-  // runs it with the norm, the activations and the routing, instead of three team products
-  // and five barriers. In a team the products run on that thread (linear_bf16 inside a region).
   for (const Linear* l : {&m.mlp0, &m.mlp2, &m.mlp4}) count_read(*l);
   serial([&] {
-    for (int i = 0; i < N; ++i)
-      for (int j = 0; j < R; ++j) {
-        float& v = r[size_t(i) * R + j];
-        v += m.down_b[j];
-        if (m.eda && r_prev) v += m.eda[j] * r_prev[size_t(i) * R + j];
-      }
-    rmsnorm_forward(zn_.data(), rstd_.data(), r, m.norm, N, R, c.router_norm_eps);
-    m.mlp0.apply(h0_.data(), R, zn_.data(), R, N);
-    bias_gelu_forward(h0_.data(), pre_.data(), m.mlp0_b, N, R);
-    m.mlp2.apply(h2_.data(), R, h0_.data(), R, N);
-    bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R);
-    m.mlp4.apply(prob, NC, h2_.data(), R, N);
+    const RouterVectors<float> vectors{m.down_b, m.eda, m.norm, m.mlp0_b, m.mlp2_b, m.balancing_bias};
+    const RouterActs<float> acts{r,           zn_.data(),  rstd_.data(), h0_.data(),     pre_.data(),
+                                 h2_.data(),  pre_.data(), prob_.data(), choice_.data(), gate_.data()};
+    moe_router<float>(acts, r_prev, vectors, c, N, [&](RouterMatrix w, float* y, const float* in) {
+      const Linear& l = w == RouterMatrix::Mlp0 ? m.mlp0 : w == RouterMatrix::Mlp2 ? m.mlp2 : m.mlp4;
+      l.apply(y, l.N, in, R, N);
+    });
     // Rows grouped by expert: each chosen expert's weights are read once for all its rows.
-    softmax_forward(prob, prob, N, NC);
-    for (int i = 0; i < N; ++i)
-      route_token(prob + size_t(i) * NC, m.balancing_bias, NC, K, skip, &choice_[size_t(i) * K],
-                  &gate_[size_t(i) * K]);
-    const size_t S = size_t(N) * K;
-    expert_count_.assign(size_t(E), 0);
+    expert_count_.resize(size_t(E));
+    moe_dispatch(choice_.data(), c, N, expert_count_.data(), nullptr, slot_row_.data());
     expert_start_.assign(size_t(E) + 1, 0);
-    for (size_t q = 0; q < S; ++q)
-      if (choice_[q] != skip) expert_count_[size_t(choice_[q])]++;
     for (int e = 0; e < E; ++e) expert_start_[size_t(e) + 1] = expert_start_[size_t(e)] + expert_count_[size_t(e)];
-    std::vector<int64_t> next(expert_start_.begin(), expert_start_.end() - 1);
-    for (size_t q = 0; q < S; ++q) {
-      const int e = choice_[q];
-      slot_row_[q] = e == skip ? -1 : next[size_t(e)]++;
-      if (e != skip) std::memcpy(&xe_[size_t(slot_row_[q]) * D], x + (q / K) * D, sizeof(float) * D);
-    }
+    moe_gather(xe_.data(), x, slot_row_.data(), N, K, D);
   });
   // Every chosen expert's fc1, one SwiGLU over all routed rows, then every fc2: the team
   // streams from one expert's weights to the next with no barrier in between (batched decode
@@ -431,49 +385,67 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
     lin(m.fc2[size_t(e)], &ye_[row * D], D, &act_[row * (F / 2)], F / 2, cnt, 0.f, false);
   }
   barrier();
-  // Combine: sum over slots of gate * (expert output, or x for the skip class).
-  serial([&] {
-    float* out = h_.data();
-    for (int i = 0; i < N; ++i) {
-      float* oi = out + size_t(i) * D;
-      std::fill(oi, oi + D, 0.f);
-      for (int kk = 0; kk < K; ++kk) {
-        const size_t q = size_t(i) * K + kk;
-        const float g = gate_[q];
-        const float* src = slot_row_[q] < 0 ? x + size_t(i) * D : &ye_[size_t(slot_row_[q]) * D];
-        for (int dd = 0; dd < D; ++dd) oi[dd] += g * src[dd];
-      }
-    }
-  });
+  serial([&] { moe_combine(h_.data(), x, ye_.data(), gate_.data(), slot_row_.data(), N, K, D); });
 }
 
-void InferDecoder::forward(const int32_t* tokens, int n, bool head) {
-  const ModelConfig& c = m_.cfg();
+void InferDecoder::start_feed(int n) {
   ZAYA_CHECK(n > 0, "feed() needs at least one token");
   ZAYA_CHECK(state_.len + n <= max_len_, "decoder is full: ", state_.len, " + ", n, " tokens exceed ", max_len_);
   ragged_ = false;
   for (int b = 1; b < batch_; ++b) ragged_ = ragged_ || row_len_[size_t(b)] != row_len_[0];
+  reserve(batch_ * n);
+  bytes_ = 0;
+}
+
+// Decode: one region for the whole token. Prefill: a region per product (compute-bound).
+template <class F>
+void InferDecoder::run_rows(int rows, F&& f) {
+  if (rows <= kTeamRows && omp_get_max_threads() > 1) {
+    team_ = true;
+#pragma omp parallel
+    f();
+    team_ = false;
+  } else {
+    f();
+  }
+}
+
+void InferDecoder::advance(int n) {
+  for (int& l : row_len_) l += n;
+  state_.len += n;
+  for (auto& cc : state_.cca) cc.len = state_.len;  // (the row-by-row path leaves it)
+}
+
+void InferDecoder::forward(const int32_t* tokens, int n, bool head) {
+  const ModelConfig& c = m_.cfg();
+  start_feed(n);
   const int N = batch_ * n, D = c.hidden_size, V = c.vocab_size;
   for (int i = 0; i < N; ++i)
     ZAYA_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id ", tokens[i], " at position ", i,
                " is outside the vocabulary (", V, ")");
-  reserve(N);
-  bytes_ = 0;
   // Embedding rows (only the rows of these tokens are read).
   for (int i = 0; i < N; ++i) m_.embed.row(tokens[i], &h_[size_t(i) * D]);  // a quantized row: dequantized
   bytes_ += uint64_t(N) * m_.embed.row_bytes();
-  // Decode: one region for the whole token. Prefill: a region per product (compute-bound).
-  if (N <= kTeamRows && omp_get_max_threads() > 1) {
-    team_ = true;
-#pragma omp parallel
-    layers(n, head);
-    team_ = false;
-  } else {
-    layers(n, head);
-  }
-  for (int& l : row_len_) l += n;
-  state_.len += n;
-  for (auto& cc : state_.cca) cc.len = state_.len;  // (the row-by-row path leaves it)
+  run_rows(N, [&] { layers(n, head); });
+  advance(n);
+}
+
+void InferDecoder::run_sublayer(int s, const float* x_ND, int n, float* out_ND, const float* r_prev, float* r) {
+  const ModelConfig& c = m_.cfg();
+  ZAYA_CHECK(s >= 0 && s < c.num_sublayers(), "sub-layer ", s, " of ", c.num_sublayers());
+  start_feed(n);
+  const size_t ND = size_t(batch_) * n * c.hidden_size;
+  std::copy_n(x_ND, ND, x_.data());
+  const InferModel::Sublayer& L = m_.sub[size_t(s)];
+  float* r_out = r ? r : r_[0].data();
+  run_rows(batch_ * n, [&] {
+    if (L.attention)
+      attention(L.a, s / 2, n);
+    else
+      moe(L.m, n, r_prev, r_out);
+  });
+  std::copy_n(h_.data(), ND, out_ND);
+  if (L.attention) advance(n);
 }
 
 void InferDecoder::layers(int n, bool head) {

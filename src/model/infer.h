@@ -1,8 +1,11 @@
 // In-place inference: prefill and incremental decode over weights read through views
 // (model/weights.h), so bf16 checkpoints and quantized GGUF directories are memory-mapped
-// and used as stored, never copied to fp32. The math is Decoder's (model/decode.h) with every
-// matrix product a linear over the stored dtype (bf16: kernels/linear_bf16.h; q8_0, q4_0,
-// q4_k, q6_k: kernels/linear_quant.h); activations are fp32. The KV cache is bf16 by default
+// and used as stored, never copied to fp32. The math is Decoder's (model/decode.h): the steps
+// of cca_forward and moe_forward (model/cca.h, model/moe.h) between its own products, each a
+// linear over the stored dtype (bf16: kernels/linear_bf16.h; q8_0, q4_0, q4_k, q6_k:
+// kernels/linear_quant.h); activations are fp32. Where it computes a step its own way (the
+// value shift, the grouped conv, the experts, the decode team's split), tests/test_infer_math.cpp
+// checks it against the model's. The KV cache is bf16 by default
 // (fp32 for models given as fp32 views, or on request).
 // Only the experts a token is routed to are read; the rows of a batch share each weight
 // read (tokens routed to the same expert are one product).
@@ -106,6 +109,11 @@ class InferDecoder {
   // the batched kernels; rows at different positions run attention row by row.
   void copy_row_from(const InferDecoder& src, int src_row, int dst_row);
   void reset();
+  // One sub-layer alone, as feed() runs it, for tests/test_infer_math.cpp (which checks it
+  // against cca_forward / moe_forward): x_ND [batch*n, D], the sub-layer's normed input ->
+  // out_ND. An attention sub-layer continues its cache and every row advances by n; an MoE
+  // sub-layer reads r_prev [batch*n, R] (nullptr: none) and leaves its router state in r.
+  void run_sublayer(int s, const float* x_ND, int n, float* out_ND, const float* r_prev = nullptr, float* r = nullptr);
   int pos() const { return state_.len; }  // the position of every row (rows apart: the furthest)
   int pos(int row) const { return row_len_[size_t(row)]; }
   int batch() const { return batch_; }
@@ -113,19 +121,23 @@ class InferDecoder {
   uint64_t last_weight_bytes() const { return bytes_; }
 
  private:
+  // Checks a feed of n tokens per row against the length and sizes the activations.
+  void start_feed(int n);
+  // f() as one OpenMP region (team mode) for at most kTeamRows rows, else on this thread.
+  template <class F>
+  void run_rows(int rows, F&& f);
+  void advance(int n);  // every row's position moves n on
   // Leaves the final normed rows in xf_; with `head`, also the logits of each row's last
   // position in last_BV_. At most kTeamRows rows (decode) run as one OpenMP region.
   void forward(const int32_t* tokens_BN, int n, bool head);
   void layers(int n, bool head);
   void attention(const InferModel::Attn& a, int li, int n);
   void attention_core(const InferModel::Attn& a, int li, int n);  // between the products
-  // Rows at different positions (infer_rows.cpp): RoPE and the cache append of each row at
-  // its own position; then the attention of each row over its own cache.
-  void rows_rope_append(int li, int n);
+  // Rows at different positions (infer_rows.cpp): the attention scratch for each row at its
+  // own position, and the attention of each row over its own cache.
+  void rows_scratch(int n);
   void rows_attention(int li, int n);
   AttnShape row_shape(int b, int n) const;
-  // The bf16 cache's append (cca_cache_append's, with K and V rounded to bf16).
-  void append_kv16(int li, const float* k_new, const float* v, const float* p, const float* x, int n);
   // f(i) for i < count, split over the team (or a parallel loop), then a barrier.
   template <class F>
   void split(int count, F&& f);

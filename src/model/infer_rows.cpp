@@ -1,14 +1,13 @@
 // InferDecoder with its rows at different positions (model/infer.h): rows copied from other
 // decoders (contexts of different lengths, each prefilled once) and fed together. Everything
 // but attention is position-free (the products, the MoE, the norms) and runs batched as
-// usual; RoPE, the cache append and the attention run per row at the row's own position.
+// usual; RoPE and the cache append take each row's position (cca_qk_norm_rope,
+// cca_kv_append), and the attention runs per row over the row's own cache.
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
-#include "kernels/activations.h"
 #include "kernels/attention.h"
 #include "kernels/attention_quant.h"
 #include "model/infer.h"
@@ -59,46 +58,11 @@ AttnShape InferDecoder::row_shape(int b, int n) const {
   return as;
 }
 
-// RoPE at each row's position, then K and V appended after each row's cached entries.
-void InferDecoder::rows_rope_append(int li, int n) {
-  const ModelConfig& c = m_.cfg();
-  CcaCache<float>& cache = state_.cca[size_t(li)];
-  const int Hq = c.num_q_heads, Hk = c.num_kv_heads, hd = c.head_dim, QD = Hq * hd, C = c.conv_channels();
-  const int KD = Hk * hd, P = c.conv_pad(), D = c.hidden_size;
-  float* qk = qk_.data();
-  const float* v = v_.data();
-  const float* p = p_.data();
-  const float* x = x_.data();
+// The attention scratch per thread for each row at its own position (RoPE and the cache
+// append take each row's position in attention_core).
+void InferDecoder::rows_scratch(int n) {
   size_t need = 0;
-  for (int b = 0; b < batch_; ++b) {
-    const int len = row_len_[size_t(b)];
-    float* qb = qk + size_t(b) * n * C;
-    rope_forward(qb, m_.rope, n, n, len, Hq, hd, C);
-    rope_forward(qb + QD, m_.rope, n, n, len, Hk, hd, C);
-    for (int t = 0; t < n; ++t) {
-      const size_t row = size_t(b) * n + t;
-      for (int g = 0; g < Hk; ++g) {
-        const size_t at = ((size_t(b) * Hk + g) * size_t(max_len_) + size_t(len + t)) * hd;
-        const float* kr = qk + row * C + QD + size_t(g) * hd;
-        const float* vr = v + row * KD + size_t(g) * hd;
-        if (kv16_) {
-          convert_to_bf16(kr, &kv16c_[size_t(li)].k[at], size_t(hd));
-          convert_to_bf16(vr, &kv16c_[size_t(li)].v[at], size_t(hd));
-        } else {
-          std::memcpy(&cache.k_BGSd[at], kr, sizeof(float) * hd);
-          std::memcpy(&cache.v_BGSd[at], vr, sizeof(float) * hd);
-        }
-      }
-    }
-    // New tail = the last P rows of (old tail ++ this chunk's p); x_prev = the last x.
-    float* tail = &cache.p_tail_BPC[size_t(b) * P * C];
-    std::vector<float> joined(size_t(P + n) * C);
-    std::memcpy(joined.data(), tail, sizeof(float) * P * C);
-    std::memcpy(joined.data() + size_t(P) * C, p + size_t(b) * n * C, sizeof(float) * n * C);
-    std::memcpy(tail, joined.data() + size_t(n) * C, sizeof(float) * P * C);
-    std::memcpy(&cache.x_prev_BD[size_t(b) * D], x + (size_t(b) * n + n - 1) * D, sizeof(float) * D);
-    need = std::max(need, row_shape(b, n).scratch_per_thread());
-  }
+  for (int b = 0; b < batch_; ++b) need = std::max(need, row_shape(b, n).scratch_per_thread());
   row_scratch_ = need;
   const size_t all = need * size_t(omp_get_max_threads());
   if (scratch_.size() < all) scratch_.assign(all, 0.f);

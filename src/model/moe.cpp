@@ -1,11 +1,14 @@
 #include "model/moe.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/profile.h"
 #include "kernels/activations.h"
 #include "kernels/gemm.h"
@@ -181,57 +184,104 @@ double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_
 }
 
 template <class T>
+double moe_router(const RouterActs<T>& a, const T* r_prev, const RouterVectors<T>& w, const ModelConfig& c, int N,
+                  RouterProduct<T> product) {
+  const int R = c.router_hidden, NC = c.num_classes(), K = c.topk, skip = c.use_mod ? c.num_experts : -1;
+  T* r = a.r;
+  parallel_for(N, [&](int64_t i) {
+    for (int j = 0; j < R; ++j) {
+      T v = r[size_t(i) * R + j] + w.down_b[j];
+      if (w.eda && r_prev) v += w.eda[j] * r_prev[size_t(i) * R + j];
+      r[size_t(i) * R + j] = v;
+    }
+  });
+  rmsnorm_forward(a.zn, a.rstd, r, w.norm, N, R, c.router_norm_eps);
+  product(RouterMatrix::Mlp0, a.h0, a.zn);
+  bias_gelu_forward(a.h0, a.pre0, w.mlp0_b, N, R);
+  product(RouterMatrix::Mlp2, a.h2, a.h0);
+  bias_gelu_forward(a.h2, a.pre2, w.mlp2_b, N, R);
+  product(RouterMatrix::Mlp4, a.prob, a.h2);
+  softmax_forward(a.prob, a.prob, N, NC);
+  // Choice (biases steer it, gradient flows through the gate only). Inside a region (decode's
+  // team) one thread routes every token: a nested region costs more than the loop.
+  auto route = [&](int i) {
+    return route_token(a.prob + size_t(i) * NC, w.balancing_bias, NC, K, skip, a.choice + size_t(i) * K,
+                       a.gate + size_t(i) * K);
+  };
+  double margin = 1e300;
+  if (omp_in_parallel()) {
+    for (int i = 0; i < N; ++i) margin = std::min(margin, route(i));
+  } else {
+#pragma omp parallel for schedule(static) reduction(min : margin)
+    for (int i = 0; i < N; ++i) margin = std::min(margin, route(i));
+  }
+  return margin;
+}
+
+void moe_dispatch(const int32_t* choice, const ModelConfig& c, int N, int64_t* counts_E, int64_t* class_counts,
+                  int64_t* rows) {
+  const int K = c.topk, E = c.num_experts, skip = c.use_mod ? E : -1;
+  std::fill(counts_E, counts_E + E, 0);
+  if (class_counts) std::fill(class_counts, class_counts + c.num_classes(), 0);
+  for (size_t q = 0; q < size_t(N) * K; ++q) {
+    const int e = choice[q];
+    if (class_counts) class_counts[e]++;
+    if (e != skip) counts_E[e]++;
+  }
+  int64_t offs[256];
+  for (int e = 0, acc = 0; e < E; ++e) { offs[e] = acc; acc += int(counts_E[e]); }
+  for (size_t q = 0; q < size_t(N) * K; ++q) {
+    const int e = choice[q];
+    rows[q] = e == skip ? -1 : offs[e]++;
+  }
+}
+
+template <class T>
+void moe_gather(T* xs, const T* x, const int64_t* rows, int N, int K, int D, const bf16* x16, bf16* xs16) {
+  parallel_for(int64_t(N) * K, [&](int64_t q) {
+    if (rows[q] < 0) return;
+    std::memcpy(xs + size_t(rows[q]) * D, x + size_t(q / K) * D, sizeof(T) * D);
+    if (x16) std::memcpy(xs16 + size_t(rows[q]) * D, x16 + size_t(q / K) * D, sizeof(bf16) * D);
+  });
+}
+
+template <class T>
+void moe_combine(T* out, const T* x, const T* ys, const T* gate, const int64_t* rows, int N, int K, int D) {
+  parallel_for(N, [&](int64_t i) {
+    T* oi = out + size_t(i) * D;
+    std::fill(oi, oi + D, T(0));
+    for (int kk = 0; kk < K; ++kk) {
+      const size_t q = size_t(i) * K + kk;
+      const T g = gate[q];
+      const T* src = rows[q] < 0 ? x + size_t(i) * D : ys + size_t(rows[q]) * D;
+      for (int d = 0; d < D; ++d) oi[d] += g * src[d];
+    }
+  });
+}
+
+template <class T>
 void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias, const MoeOffsets& o,
                  const ModelConfig& c, int N, int mi, MoeSaved<T>& s, ExpertCompute<T>& experts) {
-  const int D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk, E = c.num_experts;
-  const int skip = c.use_mod ? E : -1;
+  const int D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
   const RouterOffsets& ro = o.router;
   // Router: r = down_proj(x) (+ EDA), z = rmsnorm_eda(r), 2 x (linear + GELU), softmax.
   std::optional<prof::Zone> zone;
   zone.emplace("router");
-  T* r = s.r_NR.data();
-  gemm(Trans::N, Trans::T, N, R, D, T(1), x, D, W + ro.down_w, D, T(0), r, R);
-  const T* db = W + ro.down_b;
-  const T* eda = ro.eda_scale != kNone ? W + ro.eda_scale : nullptr;
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < R; ++j) {
-      T v = r[size_t(i) * R + j] + db[j];
-      if (eda && r_prev) v += eda[j] * r_prev[size_t(i) * R + j];
-      r[size_t(i) * R + j] = v;
-    }
-  rmsnorm_forward(s.zn_NR.data(), s.rstd_N.data(), r, W + ro.norm_w, N, R, c.router_norm_eps);
-  gemm(Trans::N, Trans::T, N, R, R, T(1), s.zn_NR.data(), R, W + ro.mlp0_w, R, T(0), s.h0_NR.data(), R);
-  bias_gelu_forward(s.h0_NR.data(), s.pre0_NR.data(), W + ro.mlp0_b, N, R);
-  gemm(Trans::N, Trans::T, N, R, R, T(1), s.h0_NR.data(), R, W + ro.mlp2_w, R, T(0), s.h2_NR.data(), R);
-  bias_gelu_forward(s.h2_NR.data(), s.pre2_NR.data(), W + ro.mlp2_b, N, R);
-  T* prob = s.prob_NE.data();
-  gemm(Trans::N, Trans::T, N, NC, R, T(1), s.h2_NR.data(), R, W + ro.mlp4_w, R, T(0), prob, NC);
-  softmax_forward(prob, prob, N, NC);
-  // Choice (biases steer it, gradient flows through the gate only).
-  double margin = 1e300;
-#pragma omp parallel for schedule(static) reduction(min : margin)
-  for (int i = 0; i < N; ++i)
-    margin = std::min(margin, route_token(prob + size_t(i) * NC, bias, NC, K, skip, &s.choice_NK[size_t(i) * K],
-                                          &s.gate_NK[size_t(i) * K]));
-  s.min_margin = margin;
-  // Dropless dispatch: stable counting sort of the routed slots by expert.
+  gemm(Trans::N, Trans::T, N, R, D, T(1), x, D, W + ro.down_w, D, T(0), s.r_NR.data(), R);
+  const RouterVectors<T> vectors{W + ro.down_b, ro.eda_scale != kNone ? W + ro.eda_scale : nullptr,
+                                 W + ro.norm_w, W + ro.mlp0_b, W + ro.mlp2_b, bias};
+  const RouterActs<T> acts{s.r_NR.data(),  s.zn_NR.data(), s.rstd_N.data(),  s.h0_NR.data(),   s.pre0_NR.data(),
+                           s.h2_NR.data(), s.pre2_NR.data(), s.prob_NE.data(), s.choice_NK.data(), s.gate_NK.data()};
+  s.min_margin = moe_router<T>(acts, r_prev, vectors, c, N, [&](RouterMatrix m, T* y, const T* in) {
+    const size_t w = m == RouterMatrix::Mlp0 ? ro.mlp0_w : m == RouterMatrix::Mlp2 ? ro.mlp2_w : ro.mlp4_w;
+    const int n_out = m == RouterMatrix::Mlp4 ? NC : R;
+    gemm(Trans::N, Trans::T, N, n_out, R, T(1), in, R, W + w, R, T(0), y, n_out);
+  });
+  // Dropless dispatch.
   zone.reset();
   zone.emplace("dispatch+combine");
-  std::fill(s.counts_E.begin(), s.counts_E.end(), 0);
-  std::fill(s.class_counts.begin(), s.class_counts.end(), 0);
-  for (size_t q = 0; q < size_t(N) * K; ++q) {
-    const int e = s.choice_NK[q];
-    s.class_counts[e]++;
-    if (e != skip) s.counts_E[e]++;
-  }
-  std::vector<int64_t>& rows = s.slot_row_NK;
-  int64_t offs[256];
-  for (int e = 0, acc = 0; e < E; ++e) { offs[e] = acc; acc += int(s.counts_E[e]); }
-  for (size_t q = 0; q < size_t(N) * K; ++q) {
-    const int e = s.choice_NK[q];
-    rows[q] = e == skip ? -1 : offs[e]++;
-  }
+  moe_dispatch(s.choice_NK.data(), c, N, s.counts_E.data(), s.class_counts.data(), s.slot_row_NK.data());
+  const T* prob = s.prob_NE.data();
   // Optional Switch-style auxiliary loss: coeff * NC * sum_e f_e * mean_i prob[i, e].
   s.aux_loss = 0;
   if (s.aux_coeff > 0) {
@@ -249,12 +299,7 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
     if (gemm_activation_copies_on()) x16 = gemm_activation_copy(x, size_t(N) * D);
   s.xs16_valid = x16 != nullptr;
   if (x16) s.xs16_SD.resize(s.xs_SD.size());
-#pragma omp parallel for schedule(static)
-  for (size_t q = 0; q < size_t(N) * K; ++q)
-    if (rows[q] >= 0) {
-      std::memcpy(&s.xs_SD[size_t(rows[q]) * D], x + (q / K) * D, sizeof(T) * D);
-      if (x16) std::memcpy(&s.xs16_SD[size_t(rows[q]) * D], x16 + (q / K) * D, sizeof(bf16) * D);
-    }
+  moe_gather(s.xs_SD.data(), x, s.slot_row_NK.data(), N, K, D, x16, x16 ? s.xs16_SD.data() : nullptr);
   zone.reset();
   zone.emplace("experts");
   {
@@ -265,18 +310,7 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
   }
   zone.reset();
   zone.emplace("dispatch+combine");
-  // Combine: out = sum over slots of gate * (expert output, or x for the skip class).
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
-    T* oi = out + size_t(i) * D;
-    std::fill(oi, oi + D, T(0));
-    for (int kk = 0; kk < K; ++kk) {
-      const size_t q = size_t(i) * K + kk;
-      const T g = s.gate_NK[q];
-      const T* src = rows[q] < 0 ? x + size_t(i) * D : &s.ys_SD[size_t(rows[q]) * D];
-      for (int d = 0; d < D; ++d) oi[d] += g * src[d];
-    }
-  }
+  moe_combine(out, x, s.ys_SD.data(), s.gate_NK.data(), s.slot_row_NK.data(), N, K, D);
 }
 
 template <class T>
@@ -387,6 +421,10 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
 
 #define ZAYA_INST(T)                                                                                              \
   template double route_token<T>(const T*, const T*, int, int, int, int32_t*, T*);                              \
+  template double moe_router<T>(const RouterActs<T>&, const T*, const RouterVectors<T>&, const ModelConfig&, int, \
+                                RouterProduct<T>);                                                                \
+  template void moe_gather<T>(T*, const T*, const int64_t*, int, int, int, const bf16*, bf16*);                   \
+  template void moe_combine<T>(T*, const T*, const T*, const T*, const int64_t*, int, int, int);                  \
   template struct LocalExperts<T>;                                                                                \
   template struct MoeSaved<T>;                                                                                    \
   template struct MoeScratch<T>;                                                                                  \

@@ -3,6 +3,7 @@
 // (tokens grouped by expert, one GEMM per expert), SwiGLU experts, gated combine.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/bf16.h"
@@ -74,8 +75,62 @@ struct MoeScratch {
   void resize(const ModelConfig& c, int N);
 };
 
+// Steps of moe_forward that the in-place inference path (model/infer.cpp) runs as they are,
+// around its own products and experts.
+// The router's small tensors: biases, norm weight, EDA scale (nullable), balancing biases.
+template <class T>
+struct RouterVectors {
+  const T *down_b, *eda, *norm, *mlp0_b, *mlp2_b, *balancing_bias;
+};
+// The router's activations [N, R] (prob [N, NC]; choice, gate [N, K]).
+template <class T>
+struct RouterActs {
+  T *r, *zn, *rstd, *h0, *pre0, *h2, *pre2, *prob;
+  int32_t* choice;
+  T* gate;
+};
+// The router MLP's products, left to the caller (the model's GEMMs, inference's stored
+// weights): y [N, R] (NC for Mlp4) = x [N, R] W^T. A non-owning reference to a callable.
+enum class RouterMatrix { Mlp0, Mlp2, Mlp4 };
+template <class T>
+class RouterProduct {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, RouterProduct>)
+  RouterProduct(F&& f)  // implicit: a lambda passes as the argument, as to std::function
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))), call_([](void* o, RouterMatrix m, T* y, const T* x) {
+          (*static_cast<std::remove_reference_t<F>*>(o))(m, y, x);
+        }) {}
+  void operator()(RouterMatrix m, T* y, const T* x) const { call_(obj_, m, y, x); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, RouterMatrix, T*, const T*);
+};
+// The router after its down-projection (spec section 4): r [N, R], the product on entry, gets
+// the down bias and the EDA term of r_prev (nullable: the first MoE sub-layer), then RMSNorm,
+// 2 x (linear + GELU), the class logits, softmax, and the biased top-k with the MoD rule.
+// Returns the smallest gap to a routing tie over the N tokens.
+template <class T>
+double moe_router(const RouterActs<T>& a, const T* r_prev, const RouterVectors<T>& w, const ModelConfig& c, int N,
+                  RouterProduct<T> product);
+// Dropless dispatch, a stable counting sort of the routed slots by expert: counts_E [E] rows
+// per expert, class_counts [NC] (nullable) tokens per class incl. skip, slot_row [N*K] the
+// slot's row in the expert-sorted arrays (-1 for the skip class).
+void moe_dispatch(const int32_t* choice_NK, const ModelConfig& c, int N, int64_t* counts_E, int64_t* class_counts,
+                  int64_t* slot_row_NK);
+// xs [routed rows, D]: each routed slot's token row of x [N, D]; with x16, xs16 the same rows
+// of x's bf16 copy.
+template <class T>
+void moe_gather(T* xs_SD, const T* x_ND, const int64_t* slot_row_NK, int N, int K, int D, const bf16* x16 = nullptr,
+                bf16* xs16 = nullptr);
+// out [N, D] = sum over slots of gate * (the expert's output row of ys, or x for the skip class).
+template <class T>
+void moe_combine(T* out_ND, const T* x_ND, const T* ys_SD, const T* gate_NK, const int64_t* slot_row_NK, int N,
+                 int K, int D);
+
 // Biased top-k with the MoD rule for one token (prob [NC] after softmax, bias [NC]): chosen
-// classes and gates [K]; returns the gap to the best unchosen class (shared with model/infer).
+// classes and gates [K]; returns the gap to the best unchosen class (moe_router runs it per token).
 template <class T>
 double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_t* choice, T* gate);
 
