@@ -287,8 +287,10 @@ TEST(Gguf, WriteThenRead) {
   const std::string p = write_sample(dir / "x.gguf");
   // Only the file: no temporary of any name is left beside it.
   size_t entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(p).parent_path()))
-    ++entries, EXPECT_EQ(e.path(), std::filesystem::path(p));
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(p).parent_path())) {
+    ++entries;
+    EXPECT_EQ(e.path(), std::filesystem::path(p));
+  }
   EXPECT_EQ(entries, 1u);
   GgufFile f(p);
   EXPECT_EQ(f.version(), 3u);

@@ -89,7 +89,7 @@ TEST(QuantModel, MixFallbacksAndValues) {
   const std::string dst = out / "m";
   const QuantizeSummary s = quantize_to(dst, QType::Q4_K);
   EXPECT_TRUE(fs::exists(dst + "/model.gguf") && fs::exists(dst + "/config.json") && fs::exists(dst + "/tokenizer.json"));
-  EXPECT_EQ(entries_of(out), std::vector<std::string>{"m"});  // no staging directory left
+  EXPECT_EQ(entries_of(out.path), std::vector<std::string>{"m"});  // no staging directory left
   ASSERT_EQ(s.fallbacks.size(), 2u);  // the two o_proj
   EXPECT_NE(s.fallbacks[0].find("o_proj.weight: q4_k -> q4_0"), std::string::npos) << s.fallbacks[0];
   EXPECT_LT(s.dst_bytes, s.src_bytes / 3);
@@ -139,7 +139,7 @@ TEST(QuantModel, KeepAndTypesOfOtherMixes) {
   const std::string e = test_util::error_of([&] { quantize_to(out / "b", QType::Q4_0); });
   EXPECT_NE(e.find("exists"), std::string::npos) << e;
   EXPECT_EQ(open_hf_weights(out / "b").find("model.layers.0.self_attn.qkv.linear_k.weight")->dtype, WeightDType::Q8_0);
-  EXPECT_EQ(entries_of(out), (std::vector<std::string>{"a", "b"}));  // no staging directory left
+  EXPECT_EQ(entries_of(out.path), (std::vector<std::string>{"a", "b"}));  // no staging directory left
 }
 
 // The file read back by tools/reference/gguf_reader.py (written from the GGUF spec): the

@@ -27,6 +27,8 @@ const char* op_name(CommOp op);
 CommOp parse_op(const std::string& s);
 // Payload types (core/dtype.h's I8, U8, I32, U32, I64, U64, F16, F32, F64, BF16), in nccl-tests'
 // spelling: "int8", ..., "half", "float", "double", "bfloat16".
+using zaya::DType;       // the one enum (core/dtype.h)
+using zaya::dtype_size;
 const char* comm_dtype_name(DType t);
 DType parse_dtype(const std::string& s);
 const std::vector<DType>& all_dtypes();
