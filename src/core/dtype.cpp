@@ -35,6 +35,4 @@ size_t dtype_size(DType t) {
   return 0;
 }
 
-bool dtype_is_block(DType t) { return dtype_size(t) == 0; }
-
 }  // namespace zaya

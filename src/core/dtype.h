@@ -11,6 +11,5 @@ enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U8, BOOL, Q
 
 const char* dtype_name(DType t);  // "F32", "BF16", "Q4_K", ...: safetensors' and GGUF's spelling
 size_t dtype_size(DType t);       // bytes per element; 0 for block formats (rows of blocks)
-bool dtype_is_block(DType t);     // Q8_0, Q4_0, Q4_K, Q6_K
 
 }  // namespace zaya
