@@ -35,35 +35,72 @@ bool cpu_vnni() {
 }
 bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_vnni(); }
 
-// x quantized for the integer kernels: per row, levels q[K], per 32-block the scale d, the
-// scale times the block's level sum (q4_k's mins), and the scales laid out as the native
-// kernels multiply them: 16 lanes per pair of blocks (8 lanes each; 0 past the last block).
+// x quantized for the integer kernels: per row, levels q[K] and per 32-block the scale d and
+// the scale times the block's level sum (q4_k's mins; q8_0's and q6_k's level offsets), plus
+// what the native kernel of the row's type multiplies by (only that type's arrays are filled):
+//   dpair  q8_0, q4_0: the scales as 16 lanes per pair of blocks (8 lanes each; 0 past the end)
+//   qk, dk q4_k: the levels of each super-block in block order 0 2 1 3 4 6 5 7 (one 64-byte
+//          load of nibbles holds blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its
+//          high ones) and the scales with the high-nibble blocks' divided by 16 (those nibbles
+//          go in unshifted, as 16 q)
+//   d16, s16  q6_k: per 16 levels the scale and the scale times the 16 levels' sum
 struct XQ {
+  QType t = QType::Q8_0;
   int M = 0, K = 0, nb = 0, np = 0;
-  std::vector<int8_t> q;
-  std::vector<float> d, dsum, dpair;
-  void prepare(const float* x, int ldx, int M_, int K_) {
-    M = M_, K = K_, nb = K / 32, np = (nb + 1) / 2;
+  std::vector<int8_t> q, qk;
+  std::vector<float> d, dsum, dpair, dk, d16, s16;
+  void prepare(QType t_, const float* x, int ldx, int M_, int K_, bool native) {
+    t = t_, M = M_, K = K_, nb = K / 32, np = (nb + 1) / 2;
     q.resize(size_t(M) * K);
     d.resize(size_t(M) * nb);
     dsum.resize(size_t(M) * nb);
-    dpair.assign(size_t(M) * np * 16, 0.f);
     for (int m = 0; m < M; ++m) {
       quantize_activations(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * nb]);
       for (int b = 0; b < nb; ++b) {
         int s = 0;
         for (int j = 0; j < 32; ++j) s += q[size_t(m) * K + size_t(b) * 32 + j];
-        const float db = d[size_t(m) * nb + b];
-        dsum[size_t(m) * nb + b] = db * float(s);
-        float* dp = &dpair[(size_t(m) * np + size_t(b / 2)) * 16 + size_t(b % 2) * 8];
-        std::fill(dp, dp + 8, db);
+        dsum[size_t(m) * nb + b] = d[size_t(m) * nb + b] * float(s);
       }
+    }
+    if (!native) return;
+    if (t == QType::Q8_0 || t == QType::Q4_0) {
+      dpair.assign(size_t(M) * np * 16, 0.f);
+      for (int m = 0; m < M; ++m)
+        for (int b = 0; b < nb; ++b) {
+          float* dp = &dpair[(size_t(m) * np + size_t(b / 2)) * 16 + size_t(b % 2) * 8];
+          std::fill(dp, dp + 8, d[size_t(m) * nb + b]);
+        }
+    } else if (t == QType::Q4_K) {
+      static constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+      qk.resize(size_t(M) * K);
+      dk.resize(size_t(M) * nb);
+      for (int m = 0; m < M; ++m)
+        for (int b = 0; b < nb; ++b) {
+          const int sb = b / 8, j = b % 8;
+          std::memcpy(&qk[size_t(m) * K + size_t(sb) * 256 + size_t(j) * 32],
+                      &q[size_t(m) * K + size_t(sb) * 256 + size_t(kOrder[j]) * 32], 32);
+          dk[size_t(m) * nb + b] = d[size_t(m) * nb + b] * (j % 2 ? 1.f / 16 : 1.f);
+        }
+    } else if (t == QType::Q6_K) {
+      d16.resize(size_t(M) * nb * 2);
+      s16.resize(size_t(M) * nb * 2);
+      for (int m = 0; m < M; ++m)
+        for (int h = 0; h < 2 * nb; ++h) {
+          int s = 0;
+          for (int j = 0; j < 16; ++j) s += q[size_t(m) * K + size_t(h) * 16 + j];
+          d16[size_t(m) * nb * 2 + h] = d[size_t(m) * nb + h / 2];
+          s16[size_t(m) * nb * 2 + h] = d[size_t(m) * nb + h / 2] * float(s);
+        }
     }
   }
   const int8_t* qrow(int m) const { return &q[size_t(m) * K]; }
+  const int8_t* qkrow(int m) const { return &qk[size_t(m) * K]; }
   const float* drow(int m) const { return &d[size_t(m) * nb]; }
   const float* dsumrow(int m) const { return &dsum[size_t(m) * nb]; }
   const float* dpairrow(int m) const { return &dpair[size_t(m) * np * 16]; }
+  const float* dkrow(int m) const { return &dk[size_t(m) * nb]; }
+  const float* d16row(int m) const { return &d16[size_t(m) * nb * 2]; }
+  const float* s16row(int m) const { return &s16[size_t(m) * nb * 2]; }
 };
 
 // ---------------------------------------------------------------- portable
@@ -138,7 +175,8 @@ float row_portable(QType t, const uint8_t* wr, const XQ& xq, int m) {
 // ---------------------------------------------------------------- AVX-512 VNNI
 
 #define ZQ_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c")))
-constexpr int kPrefetch = 1024;  // bytes ahead of the weight read (hardware prefetch stops at pages)
+constexpr int kPrefetch = 4096;  // bytes ahead of the weight read (hardware prefetch stops at pages)
+constexpr int kStreams = 4;
 
 ZQ_TARGET inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 ZQ_TARGET inline __m512 pair_ps(float a, float b) {
@@ -184,16 +222,6 @@ ZQ_TARGET void pairs_signed(const uint8_t* wr, int nb, int bbytes, const XQ& xq,
   for (int i = 0; i < MR; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
-struct LoadQ8_0 {
-  ZQ_TARGET __m512i operator()(const uint8_t* a, const uint8_t* b, float* d0, float* d1) const {
-    const BlockQ8_0* x = reinterpret_cast<const BlockQ8_0*>(a);
-    const BlockQ8_0* y = reinterpret_cast<const BlockQ8_0*>(b);
-    *d0 = h2f(x->d);
-    *d1 = y ? h2f(y->d) : 0.f;
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs));
-    return y ? join(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y->qs))) : _mm512_zextsi256_si512(lo);
-  }
-};
 struct LoadQ4_0 {
   ZQ_TARGET __m512i operator()(const uint8_t* a, const uint8_t* b, float* d0, float* d1) const {
     const BlockQ4_0* x = reinterpret_cast<const BlockQ4_0*>(a);
@@ -205,90 +233,173 @@ struct LoadQ4_0 {
   }
 };
 
+ZQ_TARGET inline float hsum256(__m256 v) {
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+// Prefetches [p + kPrefetch, p + kPrefetch + bytes) at most 64 bytes apart.
+template <int Bytes>
+ZQ_TARGET inline void prefetch_block(const uint8_t* p) {
+  for (int o = 0; o < Bytes; o += 60) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch + o, _MM_HINT_T0);
+}
+
+// q8_0, eight blocks at a time. The levels go in as w + 128 (unsigned: a flip of the sign bit),
+// so each product carries 128 x too: that is taken off once per block as 128 d_w d_x sum(x).
+// The eight fp16 scales are collected by scalar loads (a gather is slow on these CPUs).
 template <int MR>
 ZQ_TARGET void row_q8_0(const uint8_t* wr, const XQ& xq, int m0, float* out) {
-  pairs_signed<MR>(wr, xq.nb, 34, xq, m0, out, LoadQ8_0{});
+  const int nb = xq.nb;
+  __m512 acc[MR][2];
+  __m256 cacc[MR];
+  float ctail[MR];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps(), cacc[i] = _mm256_setzero_ps(), ctail[i] = 0;
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  const __m512i pidx[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+                           _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
+                           _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
+  int b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    const uint8_t* p = wr + size_t(b) * 34;
+    prefetch_block<272>(p);
+    uint64_t h[2];
+    for (int k = 0; k < 2; ++k) {
+      uint16_t v[4];
+      for (int j = 0; j < 4; ++j) std::memcpy(&v[j], p + 34 * (4 * k + j), 2);
+      h[k] = uint64_t(v[0]) | uint64_t(v[1]) << 16 | uint64_t(v[2]) << 32 | uint64_t(v[3]) << 48;
+    }
+    const __m256 dw8 = _mm256_cvtph_ps(_mm_set_epi64x(int64_t(h[1]), int64_t(h[0])));
+    const __m512 dwz = _mm512_castps256_ps512(dw8);
+    for (int i = 0; i < MR; ++i) cacc[i] = _mm256_fmadd_ps(dw8, _mm256_loadu_ps(xq.dsumrow(m0 + i) + b), cacc[i]);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 2));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 36));
+      const __m512i w = _mm512_xor_si512(join(lo, hi), flip);
+      const __m512 dwp = _mm512_permutexvar_ps(pidx[k], dwz);
+      for (int i = 0; i < MR; ++i) {
+        const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xq.qrow(m0 + i) + 32 * b + 64 * k));
+        const __m512 f = _mm512_mul_ps(dwp, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 8 * b + 16 * k));
+        acc[i][k & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), f, acc[i][k & 1]);
+      }
+    }
+  }
+  for (; b < nb; b += 2) {  // the last < 8 blocks, a pair at a time (a lone last block: x masked)
+    const bool two = b + 1 < nb;
+    const BlockQ8_0* x0 = reinterpret_cast<const BlockQ8_0*>(wr + size_t(b) * 34);
+    const float d0 = h2f(x0->d), d1 = two ? h2f(x0[1].d) : 0.f;
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0->qs));
+    const __m512i w = _mm512_xor_si512(two ? join(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0[1].qs)))
+                                           : _mm512_zextsi256_si512(lo),
+                                       flip);
+    const __m512 dwp = pair_ps(d0, d1);
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* xr = xq.qrow(m0 + i) + 32 * b;
+      const __m512i xv = two ? _mm512_loadu_si512(xr) : _mm512_maskz_loadu_epi8(0xffffffffull, xr);
+      const __m512 f = _mm512_mul_ps(dwp, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 8 * b));
+      acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv)), f, acc[i][0]);
+      ctail[i] += d0 * xq.dsumrow(m0 + i)[b] + (two ? d1 * xq.dsumrow(m0 + i)[b + 1] : 0.f);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    out[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1])) - 128.f * (hsum256(cacc[i]) + ctail[i]);
 }
+
 template <int MR>
 ZQ_TARGET void row_q4_0(const uint8_t* wr, const XQ& xq, int m0, float* out) {
   pairs_signed<MR>(wr, xq.nb, 18, xq, m0, out, LoadQ4_0{});
 }
 
+// q4_k: per super-block two 64-byte loads of nibbles; the low nibbles (& 0x0F) and the high
+// ones in place (& 0xF0, 16 q: x's scale for those blocks carries the 1/16) against x laid
+// out in the same block order (XQ::qk). The 6-bit scales and mins are unpacked 4 bytes at a
+// time in scalar code (a free port while the vector units work); scale, min, both fp16 and
+// x's scales combine into one float per block, spread to the lanes of its block by a permute.
 template <int MR>
 ZQ_TARGET void row_q4_k(const uint8_t* wr, const XQ& xq, int m0, float* out) {
   const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(wr);
-  __m512 acc[MR];
+  __m512 acc[MR][2];
   __m256 macc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps(), macc[i] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps(), macc[i] = _mm256_setzero_ps();
+  const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8(char(0xF0));
+  // Lanes of block pair (v): blocks 0|2, 1|3, 4|6, 5|7 (the order of XQ::qk).
+  const __m512i pidx[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+                           _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
+                           _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
   for (int s = 0; s < xq.nb / 8; ++s) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + s) + kPrefetch, _MM_HINT_T0);
-    const float d = h2f(b[s].d), dmin = h2f(b[s].dmin);
-    alignas(32) float sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) {
-      uint8_t a, c;
-      quant::q4k_scale_min(j, b[s].scales, &a, &c);
-      sc[j] = d * a, mn[j] = dmin * c;
-    }
-    const __m256 mins = _mm256_load_ps(mn);
-    for (int i = 0; i < MR; ++i) macc[i] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xq.dsumrow(m0 + i) + 8 * s), macc[i]);
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[s].qs + 32 * c));
-      const __m512i w = join(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-      const __m512 ws = pair_ps(sc[2 * c], sc[2 * c + 1]);
-      for (int i = 0; i < MR; ++i) {
-        const __m512i xv = _mm512_loadu_si512(xq.qrow(m0 + i) + 256 * s + 64 * c);
-        const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);
-        const __m512 f = _mm512_mul_ps(ws, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 16 * (4 * s + c)));
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), f, acc[i]);
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(b + s);
+    prefetch_block<144>(p);
+    uint32_t dd, u[3];
+    std::memcpy(&dd, p, 4);
+    std::memcpy(u, b[s].scales, 12);
+    const uint64_t sc = uint64_t(u[0] & 0x3f3f3f3fu) |
+                        uint64_t((u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u)) << 32;
+    const uint64_t mn = uint64_t(u[1] & 0x3f3f3f3fu) |
+                        uint64_t(((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u)) << 32;
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(dd)));  // d, dmin
+    const __m256 scd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(sc)))),
+                                     _mm256_broadcastss_ps(dm));
+    const __m256 mnd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(mn)))),
+                                     _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+    const __m512i v0 = _mm512_loadu_si512(b[s].qs), v1 = _mm512_loadu_si512(b[s].qs + 64);
+    const __m512i w[4] = {_mm512_and_si512(v0, lo4), _mm512_and_si512(v0, hi4), _mm512_and_si512(v1, lo4),
+                          _mm512_and_si512(v1, hi4)};
+    for (int i = 0; i < MR; ++i) {
+      macc[i] = _mm256_fmadd_ps(mnd, _mm256_loadu_ps(xq.dsumrow(m0 + i) + 8 * s), macc[i]);
+      const __m512 f = _mm512_castps256_ps512(_mm256_mul_ps(scd, _mm256_loadu_ps(xq.dkrow(m0 + i) + 8 * s)));
+      const int8_t* xr = xq.qkrow(m0 + i) + 256 * s;
+      for (int v = 0; v < 4; ++v) {
+        const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
+        acc[i][v & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc[i][v & 1]);
       }
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(macc[i]), _mm256_extractf128_ps(macc[i], 1));
-    const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    out[i] = _mm512_reduce_add_ps(acc[i]) - _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-  }
+  for (int i = 0; i < MR; ++i) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1])) - hsum256(macc[i]);
 }
 
+// q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the offset of 32 is
+// taken off per 16 levels as 32 d s d_x sum(x). A 64-byte load of ql holds 128 levels' low
+// (& 0x0F) and high (>> 4) nibbles; the 32 bytes of qh, broadcast to both halves and shifted
+// per half by a 64-bit variable shift, give each byte's two bits at bits 4-5.
 template <int MR>
 ZQ_TARGET void row_q6_k(const uint8_t* wr, const XQ& xq, int m0, float* out) {
   const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr);
-  __m512 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03), off = _mm512_set1_epi8(32);
-  const __m512i idx_a = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  const __m512i idx_b = _mm512_add_epi32(idx_a, _mm512_set1_epi32(4));
+  __m512 acc[MR][2], oacc[MR];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = oacc[i] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i shl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), shr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  __m512i pidx[4];
+  for (int v = 0; v < 4; ++v)
+    pidx[v] = _mm512_set_epi32(4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 2, 4 * v + 2, 4 * v + 2, 4 * v + 2,
+                               4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v, 4 * v, 4 * v, 4 * v);
   for (int s = 0; s < xq.nb / 8; ++s) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + s) + kPrefetch, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b + s) + kPrefetch + 64, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b + s) + kPrefetch + 128, _MM_HINT_T0);
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(b + s);
+    prefetch_block<210>(p);
     const __m512 d = _mm512_set1_ps(h2f(b[s].d));
+    const __m512 scd = _mm512_mul_ps(
+        d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[s].scales)))));
+    __m512i w[4];
     for (int n = 0; n < 2; ++n) {
       const __m512i ql = _mm512_loadu_si512(b[s].ql + 64 * n);
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[s].qh + 32 * n));
-      const __m512i ha = join(qh, _mm256_srli_epi16(qh, 2)), hb = join(_mm256_srli_epi16(qh, 4), _mm256_srli_epi16(qh, 6));
-      const __m512i qa = _mm512_sub_epi8(
-          _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_slli_epi16(_mm512_and_si512(ha, m2), 4)), off);
-      const __m512i qb = _mm512_sub_epi8(
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_slli_epi16(_mm512_and_si512(hb, m2), 4)),
-          off);
-      const __m512 sf = _mm512_mul_ps(
-          d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[s].scales + 8 * n)))));
-      const __m512 sa = _mm512_permutexvar_ps(idx_a, sf), sb = _mm512_permutexvar_ps(idx_b, sf);
-      const __m512i aa = _mm512_abs_epi8(qa), ab = _mm512_abs_epi8(qb);
-      const __mmask64 na = _mm512_movepi8_mask(qa), nbm = _mm512_movepi8_mask(qb);
-      for (int i = 0; i < MR; ++i) {
-        const int8_t* xr = xq.qrow(m0 + i) + 256 * s + 128 * n;
-        const float* dp = xq.dpairrow(m0 + i) + 16 * (4 * s + 2 * n);
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sdot(aa, na, _mm512_loadu_si512(xr))),
-                                 _mm512_mul_ps(sa, _mm512_loadu_ps(dp)), acc[i]);
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sdot(ab, nbm, _mm512_loadu_si512(xr + 64))),
-                                 _mm512_mul_ps(sb, _mm512_loadu_ps(dp + 16)), acc[i]);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[s].qh + 32 * n)));
+      const __m512i h1 = _mm512_and_si512(_mm512_sllv_epi64(qh, shl), m30);
+      const __m512i h2 = _mm512_and_si512(_mm512_srlv_epi64(qh, shr), m30);
+      w[2 * n] = _mm512_ternarylogic_epi64(ql, h1, m4, 0xEC);  // (ql & 0x0F) | h1
+      w[2 * n + 1] = _mm512_ternarylogic_epi64(_mm512_srli_epi16(ql, 4), h2, m4, 0xEC);
+    }
+    for (int i = 0; i < MR; ++i) {
+      oacc[i] = _mm512_fmadd_ps(scd, _mm512_loadu_ps(xq.s16row(m0 + i) + 16 * s), oacc[i]);
+      const __m512 f = _mm512_mul_ps(scd, _mm512_loadu_ps(xq.d16row(m0 + i) + 16 * s));
+      const int8_t* xr = xq.qrow(m0 + i) + 256 * s;
+      for (int v = 0; v < 4; ++v) {
+        const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
+        acc[i][v & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc[i][v & 1]);
       }
     }
   }
-  for (int i = 0; i < MR; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
+  for (int i = 0; i < MR; ++i)
+    out[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1])) - 32.f * _mm512_reduce_add_ps(oacc[i]);
 }
 
 template <int MR>
@@ -307,27 +418,38 @@ void row_native(QType t, const uint8_t* wr, const XQ& xq, int m0, float* out) {
 void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int n0, int n1, float beta) {
   const size_t rb = quant::qtype_row_bytes(t, xq.K);
   const bool native = use_native();
+  // kStreams contiguous parts of the rows read side by side, a row of each in turn: a
+  // stream's next row has the other streams' rows' time to arrive (prefetched from the row
+  // before it), and the memory system sees several sequential streams at once.
+  const int S = std::min(kStreams, n1 - n0);
+  int start[kStreams + 1];
+  for (int p = 0; p <= S; ++p) start[p] = n0 + int(int64_t(n1 - n0) * p / std::max(S, 1));
+  int rows = 0;
+  for (int p = 0; p < S; ++p) rows = std::max(rows, start[p + 1] - start[p]);
   float out[4];
-  for (int r = n0; r < n1; ++r) {
-    const uint8_t* wr = W + size_t(r) * rb;
-    for (int m0 = 0; m0 < xq.M; m0 += 4) {
-      const int mr = std::min(4, xq.M - m0);
-      if (!native)
-        for (int i = 0; i < mr; ++i) out[i] = row_portable(t, wr, xq, m0 + i);
-      else if (mr == 4)
-        row_native<4>(t, wr, xq, m0, out);
-      else if (mr == 3)
-        row_native<3>(t, wr, xq, m0, out);
-      else if (mr == 2)
-        row_native<2>(t, wr, xq, m0, out);
-      else
-        row_native<1>(t, wr, xq, m0, out);
-      for (int i = 0; i < mr; ++i) {
-        float* o = y + size_t(m0 + i) * ldy + r;
-        *o = beta == 0.f ? out[i] : *o * beta + out[i];
+  for (int k = 0; k < rows; ++k)
+    for (int p = 0; p < S; ++p) {
+      const int r = start[p] + k;
+      if (r >= start[p + 1]) continue;
+      const uint8_t* wr = W + size_t(r) * rb;
+      for (int m0 = 0; m0 < xq.M; m0 += 4) {
+        const int mr = std::min(4, xq.M - m0);
+        if (!native)
+          for (int i = 0; i < mr; ++i) out[i] = row_portable(t, wr, xq, m0 + i);
+        else if (mr == 4)
+          row_native<4>(t, wr, xq, m0, out);
+        else if (mr == 3)
+          row_native<3>(t, wr, xq, m0, out);
+        else if (mr == 2)
+          row_native<2>(t, wr, xq, m0, out);
+        else
+          row_native<1>(t, wr, xq, m0, out);
+        for (int i = 0; i < mr; ++i) {
+          float* o = y + size_t(m0 + i) * ldy + r;
+          *o = beta == 0.f ? out[i] : *o * beta + out[i];
+        }
       }
     }
-  }
 }
 
 // Prefill: tiles of W rows dequantized to bf16 (all threads), each tile one oneDNN GEMM.
@@ -381,7 +503,7 @@ void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const voi
     return;
   }
   static thread_local XQ xq;
-  xq.prepare(x, ldx, M, K);
+  xq.prepare(t, x, ldx, M, K, use_native());
   rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), 0, N, beta);
 }
 
@@ -389,7 +511,7 @@ void linear_quant_team(QType t, float* y, int ldy, const float* x, int ldx, cons
                        float beta) {
   if (M <= 0 || N <= 0) return;
   static thread_local XQ xq;  // each thread quantizes x itself (a few KB): cheaper than a barrier
-  xq.prepare(x, ldx, M, K);
+  xq.prepare(t, x, ldx, M, K, use_native());
   const int th = omp_get_thread_num(), nt = omp_get_num_threads();
   rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), int(int64_t(N) * th / nt), int(int64_t(N) * (th + 1) / nt),
              beta);
