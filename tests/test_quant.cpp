@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -169,6 +170,42 @@ TEST(QuantBlocks, BadScalesAreFound) {
     std::memcpy(&q[at], &nan, 2);
     EXPECT_EQ(first_bad_scale(t, q.data(), K), 1) << qtype_name(uint32_t(t));
   }
+}
+
+// x's int8 quantization: the AVX-512 loop gives the portable loop's bits (levels and scales),
+// ties at .5 rounded to even, zero blocks, a block with a NaN (skipped by the max) and huge
+// values; and the levels are the formula's: round(x * 127 / amax), within -127..127.
+TEST(QuantKernels, ActivationQuantizationSameBitsBothLoops) {
+  const int K = 32 * 9;
+  auto x = gaussian(size_t(K), 77, 3.f);
+  for (int j = 0; j < 32; ++j) x[size_t(32 + j)] = 0.f;                            // block 1: zeros
+  for (int j = 0; j < 32; ++j) x[size_t(64 + j)] = float(j - 16) * 0.5f + 0.25f;   // block 2: ties
+  x[64] = -127.f * 0.5f;  // amax 63.5, scale 0.5: levels 2 x, so x = k / 2 + 1 / 4 is a tie
+  x[100] = std::nanf("");                                                           // block 3: a NaN
+  for (int j = 0; j < 32; ++j) x[size_t(128 + j)] = (j % 2 ? -1.f : 1.f) * 3e37f;   // block 4: huge
+  std::vector<int8_t> qa(static_cast<size_t>(K)), qb(static_cast<size_t>(K));
+  std::vector<float> da(size_t(K / 32)), db(size_t(K / 32));
+  linear_quant_force_portable(false);
+  quantize_activations(x.data(), K, qa.data(), da.data());
+  linear_quant_force_portable(true);
+  quantize_activations(x.data(), K, qb.data(), db.data());
+  linear_quant_force_portable(false);
+  for (int b = 0; b < K / 32; ++b) {
+    ASSERT_EQ(std::memcmp(&da[size_t(b)], &db[size_t(b)], 4), 0) << "block " << b;
+    for (int j = 0; j < 32; ++j) {
+      const size_t k = size_t(32 * b + j);
+      ASSERT_EQ(qa[k], qb[k]) << "block " << b << " j " << j;
+      if (b == 3 && k == 100) continue;
+      const float s = da[size_t(b)];
+      const int want = s > 0 ? int(std::nearbyint(x[k] * (1.f / s))) : 0;
+      EXPECT_EQ(int(qa[k]), std::clamp(want, -127, 127)) << "block " << b << " j " << j;
+      EXPECT_LE(std::abs(int(qa[k])), 127);
+    }
+  }
+  EXPECT_EQ(da[1], 0.f);
+  EXPECT_EQ(da[2], 0.5f);
+  EXPECT_EQ(int(qa[65]), -14);  // x -7.25: level -14.5, a tie, to even
+  EXPECT_EQ(int(qa[67]), -12);  // x -6.25: -12.5
 }
 
 // The decode kernel per type, native and portable, against dequantize-then-dot over the same

@@ -35,6 +35,63 @@ bool cpu_vnni() {
 }
 bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_vnni(); }
 
+// ---------------------------------------------------------------- x to int8
+
+// One row of x to int8 levels in blocks of 32 (scale amax / 127, round to nearest even), with
+// each block's scale times its level sum and, when s16 is given, the same per 16 levels.
+void quantize_sums_portable(const float* x, int K, int8_t* q, float* d, float* dsum, float* s16) {
+  for (int b = 0; b < K / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
+    d[b] = s;
+    int sum[2] = {0, 0};
+    for (int j = 0; j < 32; ++j) {
+      q[32 * b + j] = int8_t(std::clamp(int(std::nearbyint(xb[j] * is)), -127, 127));
+      sum[j / 16] += q[32 * b + j];
+    }
+    if (dsum) dsum[b] = s * float(sum[0] + sum[1]);
+    if (s16) s16[2 * b] = s * float(sum[0]), s16[2 * b + 1] = s * float(sum[1]);
+  }
+}
+
+// The same values, bit for bit: the same float products, and vcvtps2dq rounds to nearest even
+// as nearbyint does; a NaN lane is skipped by the max as std::max skips it.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_sums_avx512(const float* x, int K, int8_t* q,
+                                                                               float* d, float* dsum, float* s16) {
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int b = 0; b < K / 32; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps());
+    m = _mm512_max_ps(_mm512_abs_ps(v1), m);
+    const float amax = _mm512_reduce_max_ps(m);
+    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
+    d[b] = s;
+    const __m512 vis = _mm512_set1_ps(is);
+    const __m512i i0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vis)), hi), lo);
+    const __m512i i1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vis)), hi), lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtsepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtsepi32_epi8(i1));
+    const int s0 = _mm512_reduce_add_epi32(i0), s1 = _mm512_reduce_add_epi32(i1);
+    if (dsum) dsum[b] = s * float(s0 + s1);
+    if (s16) s16[2 * b] = s * float(s0), s16[2 * b + 1] = s * float(s1);
+  }
+}
+
+bool cpu_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
+void quantize_activation_sums(const float* x, int K, int8_t* q, float* d, float* dsum, float* s16) {
+  if (cpu_avx512() && !g_portable.load(std::memory_order_relaxed))
+    quantize_sums_avx512(x, K, q, d, dsum, s16);
+  else
+    quantize_sums_portable(x, K, q, d, dsum, s16);
+}
+
 // x quantized for the integer kernels: per row, levels q[K] and per 32-block the scale d and
 // the scale times the block's level sum (q4_k's mins; q8_0's and q6_k's level offsets), plus
 // what the native kernel of the row's type multiplies by (only that type's arrays are filled):
@@ -54,14 +111,11 @@ struct XQ {
     q.resize(size_t(M) * K);
     d.resize(size_t(M) * nb);
     dsum.resize(size_t(M) * nb);
-    for (int m = 0; m < M; ++m) {
-      quantize_activations(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * nb]);
-      for (int b = 0; b < nb; ++b) {
-        int s = 0;
-        for (int j = 0; j < 32; ++j) s += q[size_t(m) * K + size_t(b) * 32 + j];
-        dsum[size_t(m) * nb + b] = d[size_t(m) * nb + b] * float(s);
-      }
-    }
+    const bool k16 = native && t == QType::Q6_K;
+    if (k16) d16.resize(size_t(M) * nb * 2), s16.resize(size_t(M) * nb * 2);
+    for (int m = 0; m < M; ++m)
+      quantize_activation_sums(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb],
+                               k16 ? &s16[size_t(m) * nb * 2] : nullptr);
     if (!native) return;
     if (t == QType::Q8_0 || t == QType::Q4_0) {
       dpair.assign(size_t(M) * np * 16, 0.f);
@@ -82,15 +136,8 @@ struct XQ {
           dk[size_t(m) * nb + b] = d[size_t(m) * nb + b] * (j % 2 ? 1.f / 16 : 1.f);
         }
     } else if (t == QType::Q6_K) {
-      d16.resize(size_t(M) * nb * 2);
-      s16.resize(size_t(M) * nb * 2);
       for (int m = 0; m < M; ++m)
-        for (int h = 0; h < 2 * nb; ++h) {
-          int s = 0;
-          for (int j = 0; j < 16; ++j) s += q[size_t(m) * K + size_t(h) * 16 + j];
-          d16[size_t(m) * nb * 2 + h] = d[size_t(m) * nb + h / 2];
-          s16[size_t(m) * nb * 2 + h] = d[size_t(m) * nb + h / 2] * float(s);
-        }
+        for (int h = 0; h < 2 * nb; ++h) d16[size_t(m) * nb * 2 + h] = d[size_t(m) * nb + h / 2];
     }
   }
   const int8_t* qrow(int m) const { return &q[size_t(m) * K]; }
@@ -477,14 +524,7 @@ void gemm_tiles(QType t, float* y, int ldy, const float* x, int ldx, const uint8
 }  // namespace
 
 void quantize_activations(const float* x, int K, int8_t* q, float* d) {
-  for (int b = 0; b < K / 32; ++b) {
-    const float* xb = x + 32 * b;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
-    d[b] = s;
-    for (int j = 0; j < 32; ++j) q[32 * b + j] = int8_t(std::clamp(int(std::nearbyint(xb[j] * is)), -127, 127));
-  }
+  quantize_activation_sums(x, K, q, d, nullptr, nullptr);
 }
 
 const char* linear_quant_kernel() { return use_native() ? "avx512vnni" : "portable"; }

@@ -30,6 +30,7 @@ void linear_quant_force_portable(bool on);
 void linear_quant_set_gemm_rows(int rows);
 
 // x as the decode kernels see it: int8 levels q[K] and one fp32 scale per 32 (x ~ d * q).
+// AVX-512 where the CPU has it (and the portable loop is not forced), the same bits either way.
 void quantize_activations(const float* x, int K, int8_t* q, float* d);
 
 }  // namespace zaya
