@@ -317,17 +317,18 @@ ZQ_TARGET void row_q8_0(const uint8_t* wr, const XQ& xq, int m0, float* out) {
       h[k] = uint64_t(v[0]) | uint64_t(v[1]) << 16 | uint64_t(v[2]) << 32 | uint64_t(v[3]) << 48;
     }
     const __m256 dw8 = _mm256_cvtph_ps(_mm_set_epi64x(int64_t(h[1]), int64_t(h[0])));
-    const __m512 dwz = _mm512_castps256_ps512(dw8);
-    for (int i = 0; i < MR; ++i) cacc[i] = _mm256_fmadd_ps(dw8, _mm256_loadu_ps(xq.dsumrow(m0 + i) + b), cacc[i]);
+    __m512 f8[MR];  // d_w d_x per block
+    for (int i = 0; i < MR; ++i) {
+      cacc[i] = _mm256_fmadd_ps(dw8, _mm256_loadu_ps(xq.dsumrow(m0 + i) + b), cacc[i]);
+      f8[i] = _mm512_castps256_ps512(_mm256_mul_ps(dw8, _mm256_loadu_ps(xq.drow(m0 + i) + b)));
+    }
     for (int k = 0; k < 4; ++k) {
       const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 2));
       const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 36));
       const __m512i w = _mm512_xor_si512(join(lo, hi), flip);
-      const __m512 dwp = _mm512_permutexvar_ps(pidx[k], dwz);
       for (int i = 0; i < MR; ++i) {
         const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xq.qrow(m0 + i) + 32 * b + 64 * k));
-        const __m512 f = _mm512_mul_ps(dwp, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 8 * b + 16 * k));
-        acc[i][k & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), f, acc[i][k & 1]);
+        acc[i][k & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[k], f8[i]), acc[i][k & 1]);
       }
     }
   }
