@@ -291,71 +291,97 @@ ZQ_TARGET inline void prefetch_block(const uint8_t* p) {
   for (int o = 0; o < Bytes; o += 60) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch + o, _MM_HINT_T0);
 }
 
+// The kernels take NR W rows (wr[r]) against MR x rows (from m0) and write out[r * MR + i].
+// Every loop over r and i is unrolled, so that the accumulator arrays live in registers.
+// Decode (one x row) runs NR = kStreams rows at once, one from each stream (rows_range), a
+// block group of each in turn, so that the memory system sees NR sequential reads in flight
+// (as the bf16 decode kernel does; reading rows one after another left q4_k and q6_k at ~0.7
+// of bf16's bytes per second); more x rows run one W row at a time (NR = 1).
+
 // q8_0, eight blocks at a time. The levels go in as w + 128 (unsigned: a flip of the sign bit),
 // so each product carries 128 x too: that is taken off once per block as 128 d_w d_x sum(x).
 // The eight fp16 scales are collected by scalar loads (a gather is slow on these CPUs).
-template <int MR>
-ZQ_TARGET void row_q8_0(const uint8_t* wr, const XQ& xq, int m0, float* out) {
+template <int MR, int NR>
+ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
   const int nb = xq.nb;
-  __m512 acc[MR][2];
-  __m256 cacc[MR];
-  float ctail[MR];
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps(), cacc[i] = _mm256_setzero_ps(), ctail[i] = 0;
+  __m512 acc[NR][MR][2];
+  __m256 cacc[NR][MR];
+  float ctail[NR][MR];
+  #pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+    #pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i)
+      acc[r][i][0] = acc[r][i][1] = _mm512_setzero_ps(), cacc[r][i] = _mm256_setzero_ps(), ctail[r][i] = 0;
   const __m512i flip = _mm512_set1_epi8(char(0x80));
   const __m512i pidx[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
                            _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
                            _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
                            _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
   int b = 0;
-  for (; b + 8 <= nb; b += 8) {
-    const uint8_t* p = wr + size_t(b) * 34;
-    prefetch_block<272>(p);
-    uint64_t h[2];
-    for (int k = 0; k < 2; ++k) {
-      uint16_t v[4];
-      for (int j = 0; j < 4; ++j) std::memcpy(&v[j], p + 34 * (4 * k + j), 2);
-      h[k] = uint64_t(v[0]) | uint64_t(v[1]) << 16 | uint64_t(v[2]) << 32 | uint64_t(v[3]) << 48;
-    }
-    const __m256 dw8 = _mm256_cvtph_ps(_mm_set_epi64x(int64_t(h[1]), int64_t(h[0])));
-    __m512 f8[MR];  // d_w d_x per block
-    for (int i = 0; i < MR; ++i) {
-      cacc[i] = _mm256_fmadd_ps(dw8, _mm256_loadu_ps(xq.dsumrow(m0 + i) + b), cacc[i]);
-      f8[i] = _mm512_castps256_ps512(_mm256_mul_ps(dw8, _mm256_loadu_ps(xq.drow(m0 + i) + b)));
-    }
-    for (int k = 0; k < 4; ++k) {
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 2));
-      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 36));
-      const __m512i w = _mm512_xor_si512(join(lo, hi), flip);
+  for (; b + 8 <= nb; b += 8)
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* p = wr[r] + size_t(b) * 34;
+      prefetch_block<272>(p);
+      uint64_t h[2];
+      for (int k = 0; k < 2; ++k) {
+        uint16_t v[4];
+        for (int j = 0; j < 4; ++j) std::memcpy(&v[j], p + 34 * (4 * k + j), 2);
+        h[k] = uint64_t(v[0]) | uint64_t(v[1]) << 16 | uint64_t(v[2]) << 32 | uint64_t(v[3]) << 48;
+      }
+      const __m256 dw8 = _mm256_cvtph_ps(_mm_set_epi64x(int64_t(h[1]), int64_t(h[0])));
+      __m512 f8[MR];  // d_w d_x per block
+      #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xq.qrow(m0 + i) + 32 * b + 64 * k));
-        acc[i][k & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[k], f8[i]), acc[i][k & 1]);
+        cacc[r][i] = _mm256_fmadd_ps(dw8, _mm256_loadu_ps(xq.dsumrow(m0 + i) + b), cacc[r][i]);
+        f8[i] = _mm512_castps256_ps512(_mm256_mul_ps(dw8, _mm256_loadu_ps(xq.drow(m0 + i) + b)));
+      }
+      for (int k = 0; k < 4; ++k) {
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 2));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 36));
+        const __m512i w = _mm512_xor_si512(join(lo, hi), flip);
+        #pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) {
+          const __m512i si =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xq.qrow(m0 + i) + 32 * b + 64 * k));
+          acc[r][i][k & 1] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[k], f8[i]), acc[r][i][k & 1]);
+        }
       }
     }
-  }
-  for (; b < nb; b += 2) {  // the last < 8 blocks, a pair at a time (a lone last block: x masked)
-    const bool two = b + 1 < nb;
-    const BlockQ8_0* x0 = reinterpret_cast<const BlockQ8_0*>(wr + size_t(b) * 34);
-    const float d0 = h2f(x0->d), d1 = two ? h2f(x0[1].d) : 0.f;
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0->qs));
-    const __m512i w = _mm512_xor_si512(two ? join(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0[1].qs)))
-                                           : _mm512_zextsi256_si512(lo),
-                                       flip);
-    const __m512 dwp = pair_ps(d0, d1);
-    for (int i = 0; i < MR; ++i) {
-      const int8_t* xr = xq.qrow(m0 + i) + 32 * b;
-      const __m512i xv = two ? _mm512_loadu_si512(xr) : _mm512_maskz_loadu_epi8(0xffffffffull, xr);
-      const __m512 f = _mm512_mul_ps(dwp, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 8 * b));
-      acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv)), f, acc[i][0]);
-      ctail[i] += d0 * xq.dsumrow(m0 + i)[b] + (two ? d1 * xq.dsumrow(m0 + i)[b + 1] : 0.f);
+  for (; b < nb; b += 2)  // the last < 8 blocks, a pair at a time (a lone last block: x masked)
+    #pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const bool two = b + 1 < nb;
+      const BlockQ8_0* x0 = reinterpret_cast<const BlockQ8_0*>(wr[r] + size_t(b) * 34);
+      const float d0 = h2f(x0->d), d1 = two ? h2f(x0[1].d) : 0.f;
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0->qs));
+      const __m512i w = _mm512_xor_si512(
+          two ? join(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0[1].qs))) : _mm512_zextsi256_si512(lo),
+          flip);
+      const __m512 dwp = pair_ps(d0, d1);
+      #pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xr = xq.qrow(m0 + i) + 32 * b;
+        const __m512i xv = two ? _mm512_loadu_si512(xr) : _mm512_maskz_loadu_epi8(0xffffffffull, xr);
+        const __m512 f = _mm512_mul_ps(dwp, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 8 * b));
+        acc[r][i][0] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv)), f, acc[r][i][0]);
+        ctail[r][i] += d0 * xq.dsumrow(m0 + i)[b] + (two ? d1 * xq.dsumrow(m0 + i)[b + 1] : 0.f);
+      }
     }
-  }
-  for (int i = 0; i < MR; ++i)
-    out[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1])) - 128.f * (hsum256(cacc[i]) + ctail[i]);
+  #pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+    #pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i)
+      out[r * MR + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) -
+                        128.f * (hsum256(cacc[r][i]) + ctail[r][i]);
 }
 
-template <int MR>
-ZQ_TARGET void row_q4_0(const uint8_t* wr, const XQ& xq, int m0, float* out) {
-  pairs_signed<MR>(wr, xq.nb, 18, xq, m0, out, LoadQ4_0{});
+template <int MR, int NR>
+ZQ_TARGET void kern_q4_0(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+  #pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) pairs_signed<MR>(wr[r], xq.nb, 18, xq, m0, out + r * MR, LoadQ4_0{});
 }
 
 // q4_k: per super-block two 64-byte loads of nibbles; the low nibbles (& 0x0F) and the high
@@ -363,119 +389,152 @@ ZQ_TARGET void row_q4_0(const uint8_t* wr, const XQ& xq, int m0, float* out) {
 // out in the same block order (XQ::qk). The 6-bit scales and mins are unpacked 4 bytes at a
 // time in scalar code (a free port while the vector units work); scale, min, both fp16 and
 // x's scales combine into one float per block, spread to the lanes of its block by a permute.
-template <int MR>
-ZQ_TARGET void row_q4_k(const uint8_t* wr, const XQ& xq, int m0, float* out) {
-  const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(wr);
-  __m512 acc[MR][2];
-  __m256 macc[MR];
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps(), macc[i] = _mm256_setzero_ps();
+template <int MR, int NR>
+ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+  __m512 acc[NR][MR][2];
+  __m256 macc[NR][MR];
+  #pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+    #pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[r][i][0] = acc[r][i][1] = _mm512_setzero_ps(), macc[r][i] = _mm256_setzero_ps();
   const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8(char(0xF0));
   // Lanes of block pair (v): blocks 0|2, 1|3, 4|6, 5|7 (the order of XQ::qk).
   const __m512i pidx[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
                            _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
                            _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
                            _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
-  for (int s = 0; s < xq.nb / 8; ++s) {
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(b + s);
-    prefetch_block<144>(p);
-    uint32_t dd, u[3];
-    std::memcpy(&dd, p, 4);
-    std::memcpy(u, b[s].scales, 12);
-    const uint64_t sc = uint64_t(u[0] & 0x3f3f3f3fu) |
-                        uint64_t((u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u)) << 32;
-    const uint64_t mn = uint64_t(u[1] & 0x3f3f3f3fu) |
-                        uint64_t(((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u)) << 32;
-    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(dd)));  // d, dmin
-    const __m256 scd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(sc)))),
-                                     _mm256_broadcastss_ps(dm));
-    const __m256 mnd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(mn)))),
-                                     _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
-    const __m512i v0 = _mm512_loadu_si512(b[s].qs), v1 = _mm512_loadu_si512(b[s].qs + 64);
-    const __m512i w[4] = {_mm512_and_si512(v0, lo4), _mm512_and_si512(v0, hi4), _mm512_and_si512(v1, lo4),
-                          _mm512_and_si512(v1, hi4)};
-    for (int i = 0; i < MR; ++i) {
-      macc[i] = _mm256_fmadd_ps(mnd, _mm256_loadu_ps(xq.dsumrow(m0 + i) + 8 * s), macc[i]);
-      const __m512 f = _mm512_castps256_ps512(_mm256_mul_ps(scd, _mm256_loadu_ps(xq.dkrow(m0 + i) + 8 * s)));
-      const int8_t* xr = xq.qkrow(m0 + i) + 256 * s;
-      for (int v = 0; v < 4; ++v) {
-        const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
-        acc[i][v & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc[i][v & 1]);
+  for (int s = 0; s < xq.nb / 8; ++s)
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(wr[r]) + s;
+      prefetch_block<144>(reinterpret_cast<const uint8_t*>(b));
+      uint32_t dd, u[3];
+      std::memcpy(&dd, b, 4);
+      std::memcpy(u, b->scales, 12);
+      const uint64_t sc = uint64_t(u[0] & 0x3f3f3f3fu) |
+                          uint64_t((u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u)) << 32;
+      const uint64_t mn = uint64_t(u[1] & 0x3f3f3f3fu) |
+                          uint64_t(((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u)) << 32;
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(dd)));  // d, dmin
+      const __m256 scd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(sc)))),
+                                       _mm256_broadcastss_ps(dm));
+      const __m256 mnd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(mn)))),
+                                       _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+      const __m512i v0 = _mm512_loadu_si512(b->qs), v1 = _mm512_loadu_si512(b->qs + 64);
+      const __m512i w[4] = {_mm512_and_si512(v0, lo4), _mm512_and_si512(v0, hi4), _mm512_and_si512(v1, lo4),
+                            _mm512_and_si512(v1, hi4)};
+      #pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        macc[r][i] = _mm256_fmadd_ps(mnd, _mm256_loadu_ps(xq.dsumrow(m0 + i) + 8 * s), macc[r][i]);
+        const __m512 f = _mm512_castps256_ps512(_mm256_mul_ps(scd, _mm256_loadu_ps(xq.dkrow(m0 + i) + 8 * s)));
+        const int8_t* xr = xq.qkrow(m0 + i) + 256 * s;
+        for (int v = 0; v < 4; ++v) {
+          const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
+          acc[r][i][v & 1] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc[r][i][v & 1]);
+        }
       }
     }
-  }
-  for (int i = 0; i < MR; ++i) out[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1])) - hsum256(macc[i]);
+  #pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+    #pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i)
+      out[r * MR + i] =
+          _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) - hsum256(macc[r][i]);
 }
 
 // q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the offset of 32 is
 // taken off per 16 levels as 32 d s d_x sum(x). A 64-byte load of ql holds 128 levels' low
 // (& 0x0F) and high (>> 4) nibbles; the 32 bytes of qh, broadcast to both halves and shifted
 // per half by a 64-bit variable shift, give each byte's two bits at bits 4-5.
-template <int MR>
-ZQ_TARGET void row_q6_k(const uint8_t* wr, const XQ& xq, int m0, float* out) {
-  const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr);
-  __m512 acc[MR][2], oacc[MR];
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = oacc[i] = _mm512_setzero_ps();
+template <int MR, int NR>
+ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+  __m512 acc[NR][MR][2], oacc[NR][MR];
+  #pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+    #pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[r][i][0] = acc[r][i][1] = oacc[r][i] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   const __m512i shl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), shr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
   __m512i pidx[4];
   for (int v = 0; v < 4; ++v)
     pidx[v] = _mm512_set_epi32(4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 2, 4 * v + 2, 4 * v + 2, 4 * v + 2,
                                4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v, 4 * v, 4 * v, 4 * v);
-  for (int s = 0; s < xq.nb / 8; ++s) {
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(b + s);
-    prefetch_block<210>(p);
-    const __m512 d = _mm512_set1_ps(h2f(b[s].d));
-    const __m512 scd = _mm512_mul_ps(
-        d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[s].scales)))));
-    __m512i w[4];
-    for (int n = 0; n < 2; ++n) {
-      const __m512i ql = _mm512_loadu_si512(b[s].ql + 64 * n);
-      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[s].qh + 32 * n)));
-      const __m512i h1 = _mm512_and_si512(_mm512_sllv_epi64(qh, shl), m30);
-      const __m512i h2 = _mm512_and_si512(_mm512_srlv_epi64(qh, shr), m30);
-      w[2 * n] = _mm512_ternarylogic_epi64(ql, h1, m4, 0xEC);  // (ql & 0x0F) | h1
-      w[2 * n + 1] = _mm512_ternarylogic_epi64(_mm512_srli_epi16(ql, 4), h2, m4, 0xEC);
-    }
-    for (int i = 0; i < MR; ++i) {
-      oacc[i] = _mm512_fmadd_ps(scd, _mm512_loadu_ps(xq.s16row(m0 + i) + 16 * s), oacc[i]);
-      const __m512 f = _mm512_mul_ps(scd, _mm512_loadu_ps(xq.d16row(m0 + i) + 16 * s));
-      const int8_t* xr = xq.qrow(m0 + i) + 256 * s;
-      for (int v = 0; v < 4; ++v) {
-        const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
-        acc[i][v & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc[i][v & 1]);
+  for (int s = 0; s < xq.nb / 8; ++s)
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr[r]) + s;
+      prefetch_block<210>(reinterpret_cast<const uint8_t*>(b));
+      const __m512 scd = _mm512_mul_ps(
+          _mm512_set1_ps(h2f(b->d)),
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))));
+      __m512i w[4];
+      for (int n = 0; n < 2; ++n) {
+        const __m512i ql = _mm512_loadu_si512(b->ql + 64 * n);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * n)));
+        const __m512i h1 = _mm512_and_si512(_mm512_sllv_epi64(qh, shl), m30);
+        const __m512i h2 = _mm512_and_si512(_mm512_srlv_epi64(qh, shr), m30);
+        w[2 * n] = _mm512_ternarylogic_epi64(ql, h1, m4, 0xEC);  // (ql & 0x0F) | h1
+        w[2 * n + 1] = _mm512_ternarylogic_epi64(_mm512_srli_epi16(ql, 4), h2, m4, 0xEC);
+      }
+      #pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        oacc[r][i] = _mm512_fmadd_ps(scd, _mm512_loadu_ps(xq.s16row(m0 + i) + 16 * s), oacc[r][i]);
+        const __m512 f = _mm512_mul_ps(scd, _mm512_loadu_ps(xq.d16row(m0 + i) + 16 * s));
+        const int8_t* xr = xq.qrow(m0 + i) + 256 * s;
+        for (int v = 0; v < 4; ++v) {
+          const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
+          acc[r][i][v & 1] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc[r][i][v & 1]);
+        }
       }
     }
-  }
-  for (int i = 0; i < MR; ++i)
-    out[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1])) - 32.f * _mm512_reduce_add_ps(oacc[i]);
+  #pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+    #pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i)
+      out[r * MR + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) -
+                        32.f * _mm512_reduce_add_ps(oacc[r][i]);
 }
 
-template <int MR>
-void row_native(QType t, const uint8_t* wr, const XQ& xq, int m0, float* out) {
+template <int MR, int NR>
+void kern_native(QType t, const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
   switch (t) {
-    case QType::Q8_0: return row_q8_0<MR>(wr, xq, m0, out);
-    case QType::Q4_0: return row_q4_0<MR>(wr, xq, m0, out);
-    case QType::Q4_K: return row_q4_k<MR>(wr, xq, m0, out);
-    case QType::Q6_K: return row_q6_k<MR>(wr, xq, m0, out);
+    case QType::Q8_0: return kern_q8_0<MR, NR>(wr, xq, m0, out);
+    case QType::Q4_0: return kern_q4_0<MR, NR>(wr, xq, m0, out);
+    case QType::Q4_K: return kern_q4_k<MR, NR>(wr, xq, m0, out);
+    case QType::Q6_K: return kern_q6_k<MR, NR>(wr, xq, m0, out);
     default: return;
   }
 }
 
 // W rows [n0, n1) against the M prepared x rows; each W row is read once (it stays in L1
-// while groups of 4 x rows pass over it).
+// while groups of 4 x rows pass over it). The rows are cut into kStreams contiguous parts
+// read side by side (see the kernels above).
 void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int n0, int n1, float beta) {
   const size_t rb = quant::qtype_row_bytes(t, xq.K);
   const bool native = use_native();
-  // kStreams contiguous parts of the rows read side by side, a row of each in turn: a
-  // stream's next row has the other streams' rows' time to arrive (prefetched from the row
-  // before it), and the memory system sees several sequential streams at once.
   const int S = std::min(kStreams, n1 - n0);
   int start[kStreams + 1];
   for (int p = 0; p <= S; ++p) start[p] = n0 + int(int64_t(n1 - n0) * p / std::max(S, 1));
   int rows = 0;
   for (int p = 0; p < S; ++p) rows = std::max(rows, start[p + 1] - start[p]);
-  float out[4];
-  for (int k = 0; k < rows; ++k)
+  float out[4 * kStreams];
+  auto store = [&](int r, int m0, int mr, const float* o) {
+    for (int i = 0; i < mr; ++i) {
+      float* yo = y + size_t(m0 + i) * ldy + r;
+      *yo = beta == 0.f ? o[i] : *yo * beta + o[i];
+    }
+  };
+  int k = 0;
+  if (native && xq.M == 1 && S == kStreams)  // decode: a row of every stream at once
+    for (const int common = start[1] - start[0]; k < common; ++k) {  // every stream has >= common rows
+      const uint8_t* wr[kStreams];
+      for (int p = 0; p < kStreams; ++p) wr[p] = W + size_t(start[p] + k) * rb;
+      kern_native<1, kStreams>(t, wr, xq, 0, out);
+      for (int p = 0; p < kStreams; ++p) store(start[p] + k, 0, 1, &out[p]);
+    }
+  for (; k < rows; ++k)
     for (int p = 0; p < S; ++p) {
       const int r = start[p] + k;
       if (r >= start[p + 1]) continue;
@@ -485,17 +544,14 @@ void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int 
         if (!native)
           for (int i = 0; i < mr; ++i) out[i] = row_portable(t, wr, xq, m0 + i);
         else if (mr == 4)
-          row_native<4>(t, wr, xq, m0, out);
+          kern_native<4, 1>(t, &wr, xq, m0, out);
         else if (mr == 3)
-          row_native<3>(t, wr, xq, m0, out);
+          kern_native<3, 1>(t, &wr, xq, m0, out);
         else if (mr == 2)
-          row_native<2>(t, wr, xq, m0, out);
+          kern_native<2, 1>(t, &wr, xq, m0, out);
         else
-          row_native<1>(t, wr, xq, m0, out);
-        for (int i = 0; i < mr; ++i) {
-          float* o = y + size_t(m0 + i) * ldy + r;
-          *o = beta == 0.f ? out[i] : *o * beta + out[i];
-        }
+          kern_native<1, 1>(t, &wr, xq, m0, out);
+        store(r, m0, mr, out);
       }
     }
 }
