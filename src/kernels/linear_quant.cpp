@@ -307,9 +307,9 @@ ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
   __m512 acc[NR][MR][2];
   __m256 cacc[NR][MR];
   float ctail[NR][MR];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i)
       acc[r][i][0] = acc[r][i][1] = _mm512_setzero_ps(), cacc[r][i] = _mm256_setzero_ps(), ctail[r][i] = 0;
   const __m512i flip = _mm512_set1_epi8(char(0x80));
@@ -331,7 +331,7 @@ ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
       }
       const __m256 dw8 = _mm256_cvtph_ps(_mm_set_epi64x(int64_t(h[1]), int64_t(h[0])));
       __m512 f8[MR];  // d_w d_x per block
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         cacc[r][i] = _mm256_fmadd_ps(dw8, _mm256_loadu_ps(xq.dsumrow(m0 + i) + b), cacc[r][i]);
         f8[i] = _mm512_castps256_ps512(_mm256_mul_ps(dw8, _mm256_loadu_ps(xq.drow(m0 + i) + b)));
@@ -340,7 +340,7 @@ ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
         const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 2));
         const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 36));
         const __m512i w = _mm512_xor_si512(join(lo, hi), flip);
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int i = 0; i < MR; ++i) {
           const __m512i si =
               _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xq.qrow(m0 + i) + 32 * b + 64 * k));
@@ -350,7 +350,7 @@ ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
       }
     }
   for (; b < nb; b += 2)  // the last < 8 blocks, a pair at a time (a lone last block: x masked)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const bool two = b + 1 < nb;
       const BlockQ8_0* x0 = reinterpret_cast<const BlockQ8_0*>(wr[r] + size_t(b) * 34);
@@ -360,7 +360,7 @@ ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
           two ? join(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0[1].qs))) : _mm512_zextsi256_si512(lo),
           flip);
       const __m512 dwp = pair_ps(d0, d1);
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         const int8_t* xr = xq.qrow(m0 + i) + 32 * b;
         const __m512i xv = two ? _mm512_loadu_si512(xr) : _mm512_maskz_loadu_epi8(0xffffffffull, xr);
@@ -370,9 +370,9 @@ ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
         ctail[r][i] += d0 * xq.dsumrow(m0 + i)[b] + (two ? d1 * xq.dsumrow(m0 + i)[b + 1] : 0.f);
       }
     }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i)
       out[r * MR + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) -
                         128.f * (hsum256(cacc[r][i]) + ctail[r][i]);
@@ -380,8 +380,18 @@ ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
 
 template <int MR, int NR>
 ZQ_TARGET void kern_q4_0(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) pairs_signed<MR>(wr[r], xq.nb, 18, xq, m0, out + r * MR, LoadQ4_0{});
+}
+
+// 256 x levels against a super-block's four unsigned level vectors w (64 each): each
+// vpdpbusd lane (4 products) is scaled by its block's factor, f's element spread to the
+// block's lanes by pidx[v]; two accumulators cover the fma latency.
+ZQ_TARGET inline void dot_256(__m512* acc2, const __m512i* w, const int8_t* xr, const __m512i* pidx, __m512 f) {
+  for (int v = 0; v < 4; ++v) {
+    const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
+    acc2[v & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc2[v & 1]);
+  }
 }
 
 // q4_k: per super-block two 64-byte loads of nibbles; the low nibbles (& 0x0F) and the high
@@ -393,9 +403,9 @@ template <int MR, int NR>
 ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
   __m512 acc[NR][MR][2];
   __m256 macc[NR][MR];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) acc[r][i][0] = acc[r][i][1] = _mm512_setzero_ps(), macc[r][i] = _mm256_setzero_ps();
   const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8(char(0xF0));
   // Lanes of block pair (v): blocks 0|2, 1|3, 4|6, 5|7 (the order of XQ::qk).
@@ -423,21 +433,17 @@ ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
       const __m512i v0 = _mm512_loadu_si512(b->qs), v1 = _mm512_loadu_si512(b->qs + 64);
       const __m512i w[4] = {_mm512_and_si512(v0, lo4), _mm512_and_si512(v0, hi4), _mm512_and_si512(v1, lo4),
                             _mm512_and_si512(v1, hi4)};
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         macc[r][i] = _mm256_fmadd_ps(mnd, _mm256_loadu_ps(xq.dsumrow(m0 + i) + 8 * s), macc[r][i]);
         const __m512 f = _mm512_castps256_ps512(_mm256_mul_ps(scd, _mm256_loadu_ps(xq.dkrow(m0 + i) + 8 * s)));
         const int8_t* xr = xq.qkrow(m0 + i) + 256 * s;
-        for (int v = 0; v < 4; ++v) {
-          const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
-          acc[r][i][v & 1] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc[r][i][v & 1]);
-        }
+        dot_256(acc[r][i], w, xr, pidx, f);
       }
     }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i)
       out[r * MR + i] =
           _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) - hsum256(macc[r][i]);
@@ -450,9 +456,9 @@ ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
 template <int MR, int NR>
 ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
   __m512 acc[NR][MR][2], oacc[NR][MR];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) acc[r][i][0] = acc[r][i][1] = oacc[r][i] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   const __m512i shl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), shr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
@@ -477,21 +483,17 @@ ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
         w[2 * n] = _mm512_ternarylogic_epi64(ql, h1, m4, 0xEC);  // (ql & 0x0F) | h1
         w[2 * n + 1] = _mm512_ternarylogic_epi64(_mm512_srli_epi16(ql, 4), h2, m4, 0xEC);
       }
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         oacc[r][i] = _mm512_fmadd_ps(scd, _mm512_loadu_ps(xq.s16row(m0 + i) + 16 * s), oacc[r][i]);
         const __m512 f = _mm512_mul_ps(scd, _mm512_loadu_ps(xq.d16row(m0 + i) + 16 * s));
         const int8_t* xr = xq.qrow(m0 + i) + 256 * s;
-        for (int v = 0; v < 4; ++v) {
-          const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
-          acc[r][i][v & 1] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc[r][i][v & 1]);
-        }
+        dot_256(acc[r][i], w, xr, pidx, f);
       }
     }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i)
       out[r * MR + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) -
                         32.f * _mm512_reduce_add_ps(oacc[r][i]);
