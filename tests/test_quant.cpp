@@ -210,10 +210,12 @@ TEST(QuantKernels, ActivationQuantizationSameBitsBothLoops) {
 
 // The decode kernel per type, native and portable, against dequantize-then-dot over the same
 // int8 activations (exact up to float summation order), on rows at odd addresses, odd block
-// counts (a masked last pair), 1..7 x rows with strides, beta 0 and 1.
+// counts (a masked last pair), 1..7 x rows with strides, beta 0 and 1. One x row over 13 W
+// rows runs the 4-stream path (rows of every stream at once) and the left-over row alone.
 TEST(QuantKernels, MatchDequantizeThenDot) {
   for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_K, QType::Q6_K}) {
-    for (int K : {qtype_block(t) == 32 ? 96 : 256, qtype_block(t) == 32 ? 160 : 768}) {
+    // 32-blocks: 3, 5 and 9 blocks (q8_0: the pair tail alone, and a group of 8 + a lone block)
+    for (int K : {qtype_block(t) == 32 ? 96 : 256, qtype_block(t) == 32 ? 160 : 768, qtype_block(t) == 32 ? 288 : 1024}) {
       const int N = 13, ldx = K + 5, ldy = N + 3;
       const size_t rb = qtype_row_bytes(t, K);
       std::vector<uint8_t> buf(size_t(N) * rb + 1);
