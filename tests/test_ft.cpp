@@ -3,14 +3,18 @@
 // hang verdicts, checkpoint corruption and the supervisor's choice of a resume point. The
 // end-to-end proofs are tests/ft_*.sh.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <thread>
 
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
@@ -267,6 +271,35 @@ Heartbeat windowed(double s, int n, int w = 4) {
   return h;
 }
 }  // namespace
+
+// The run-queue wait that compute times leave out: read per thread, never decreasing, and
+// it grows for a thread that is ready to run while another holds its only CPU (two threads
+// pinned to one CPU, each spinning for 20 ms of its own CPU time: the one that starts
+// second waits at least until the first is preempted or done).
+TEST(Straggler, RunQueueWaitIsReadPerThread) {
+  const double w0 = thread_runqueue_wait_s();
+  if (w0 < 0) GTEST_SKIP() << "no /proc/thread-self/schedstat on this kernel";
+  EXPECT_GE(thread_runqueue_wait_s(), w0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  double waited[2] = {0, 0};
+  auto spin = [&](int i) {
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+    const double a = thread_runqueue_wait_s();
+    timespec t0{}, t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    while (double(t.tv_sec - t0.tv_sec) + 1e-9 * double(t.tv_nsec - t0.tv_nsec) < 0.02);
+    waited[i] = thread_runqueue_wait_s() - a;
+  };
+  std::thread a(spin, 0), b(spin, 1);
+  a.join();
+  b.join();
+  EXPECT_GE(waited[0], 0);
+  EXPECT_GE(waited[1], 0);
+  EXPECT_GT(waited[0] + waited[1], 0) << "two threads on one CPU, neither waited";
+}
 
 TEST(Straggler, JudgedOnFullWindowsAgainstTheLowerMedian) {
   // Not before every window is full.

@@ -24,6 +24,13 @@ std::vector<StragglerFinding> find_stragglers(const std::vector<Heartbeat>& hbs,
   return out;
 }
 
+double thread_runqueue_wait_s() {
+  std::ifstream f("/proc/thread-self/schedstat");
+  long long run_ns = -1, wait_ns = -1;
+  if (!(f >> run_ns >> wait_ns) || wait_ns < 0) return -1;
+  return double(wait_ns) * 1e-9;
+}
+
 ProcSample sample_process(int pid) {
   ProcSample s;
   if (pid <= 0) return s;

@@ -30,6 +30,11 @@ struct ProcSample {
 };
 ProcSample sample_process(int pid);
 
+// Seconds the calling thread has spent runnable but not running (waiting for a CPU) since
+// it started, from /proc/thread-self/schedstat; -1 where the kernel does not report it. A
+// rank's compute time less this is what the scheduler cannot sway.
+double thread_runqueue_wait_s();
+
 // Between two samples: 1 when the thread ran or woke (a rank waiting on a peer polls and
 // sleeps in a loop), 0 when it did neither (stopped, or blocked outside any collective),
 // -1 when the samples do not tell.

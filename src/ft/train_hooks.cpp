@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "ft/diagnose.h"
 #include "ft/heartbeat.h"
 #include "ft/inject.h"
 
@@ -33,6 +35,13 @@ void append_line(const std::string& path, const std::string& line) {
 }
 
 // Everything the hooks share, kept alive by the hooks themselves.
+// Run-queue wait of this thread since `from` (a thread_runqueue_wait_s() reading); 0 where
+// the kernel does not report it.
+double waited_since(double from) {
+  const double now = thread_runqueue_wait_s();
+  return from >= 0 && now >= from ? now - from : 0.0;
+}
+
 struct Runtime {
   int rank = 0;
   std::string out_dir;
@@ -40,8 +49,9 @@ struct Runtime {
   std::unique_ptr<FaultInjector> inject;
   std::unique_ptr<AnomalyDetector> detector;
   Clock::time_point step_t0;
+  double wait_step0 = -1, wait_t0 = -1;  // the thread's run-queue wait at the step's start, at step_t0
   double unit_s = 0;          // the last forward/backward, the unit of a slow injection's delay
-  double last_compute_s = 0;  // the last step less its time blocked in communication
+  double last_compute_s = 0;  // the last step less its time in communication and in run-queue waits
   MedianWindow window{8};     // the last steps' compute times, for straggler detection
   bool seeded = false;
 
@@ -186,15 +196,20 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
     if (rt->inject) rt->inject->on_stage(stage, step);
   };
   auto prev_before = hooks.before_step;
+  // Compute times leave out the main thread's run-queue waits (time it was ready but another
+  // process had the CPU): on a shared machine a straggler verdict then measures the ranks'
+  // work, not the scheduler. (A slow injection's delay is a sleep, which is not a wait.)
   hooks.before_step = [rt, prev_before](int64_t step) {
     if (prev_before) prev_before(step);
+    rt->wait_step0 = thread_runqueue_wait_s();
     if (rt->inject) rt->inject->before_step(step, rt->unit_s);
     rt->step_t0 = Clock::now();  // after an injected delay: it must not compound
+    rt->wait_t0 = thread_runqueue_wait_s();
   };
   auto prev_backward = hooks.after_backward;
   hooks.after_backward = [rt, prev_backward](int64_t step, float* grads, size_t n) {
     if (prev_backward) prev_backward(step, grads, n);
-    rt->unit_s = std::chrono::duration<double>(Clock::now() - rt->step_t0).count();
+    rt->unit_s = std::max(0.0, std::chrono::duration<double>(Clock::now() - rt->step_t0).count() - waited_since(rt->wait_t0));
     if (rt->inject) rt->inject->after_backward(step, grads, n);
   };
   // A straggler's peers wait for it inside the collectives: step time less communication
@@ -202,7 +217,7 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
   auto prev_on_step = hooks.on_step;
   hooks.on_step = [rt, prev_on_step](const StepRecord& r) {
     if (prev_on_step) prev_on_step(r);
-    rt->last_compute_s = std::max(0.0, r.seconds - r.comm_seconds);
+    rt->last_compute_s = std::max(0.0, r.seconds - r.comm_seconds - waited_since(rt->wait_step0));
     rt->window.push(rt->last_compute_s);
     if (rt->hb) rt->hb->set_window(rt->window, r.step);
   };
