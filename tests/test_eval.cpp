@@ -225,26 +225,7 @@ TEST(EvalEngine, SharedContextMatchesSequence) {
 namespace {
 
 ModelConfig rows_cfg() {  // head dim 64, 4 query heads over 2 KV heads, 300 tokens
-  ModelConfig c = parse_model_config_toml(R"(
-name = "eval-rows-test"
-model_type = "zaya"
-hidden_size = 256
-vocab_size = 300
-num_attention_heads = 4
-cca_num_q_heads = 4
-num_query_groups_list = 2
-zaya_layers = ["a", 4, "a", 4]
-ffn_hidden_size_list = 512
-zaya_mlp_expansion = 16
-moe_router_topk = 2
-zaya_use_mod = true
-zaya_use_eda = true
-partial_rotary_factor = 0.5
-max_position_embeddings = 128
-)",
-                                          "eval-rows-test");
-  c.init_std = 0.05;
-  return c;
+  return test_util::small_zaya_config("eval-rows-test", 256, 300, 4, 2, 512, 0.05);
 }
 
 // The model three ways: fp32 views of a Model<float>, the same weights as a bf16 HF

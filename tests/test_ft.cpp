@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <barrier>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -273,9 +274,10 @@ Heartbeat windowed(double s, int n, int w = 4) {
 }  // namespace
 
 // The run-queue wait that compute times leave out: read per thread, never decreasing, and
-// it grows for a thread that is ready to run while another holds its only CPU (two threads
-// pinned to one CPU, each spinning for 20 ms of its own CPU time: the one that starts
-// second waits at least until the first is preempted or done).
+// it grows for a thread that is ready to run while another holds its only CPU. Two threads
+// pin themselves to one CPU, take their first reading, meet at a barrier, then each spins
+// for 20 ms of its own CPU time: from the barrier on both are runnable on that CPU, so
+// whichever the scheduler runs first, the other waits (however loaded the machine).
 TEST(Straggler, RunQueueWaitIsReadPerThread) {
   const double w0 = thread_runqueue_wait_s();
   if (w0 < 0) GTEST_SKIP() << "no /proc/thread-self/schedstat on this kernel";
@@ -284,20 +286,22 @@ TEST(Straggler, RunQueueWaitIsReadPerThread) {
   CPU_ZERO(&one);
   CPU_SET(sched_getcpu(), &one);
   double waited[2] = {0, 0};
+  std::barrier both(2);
   auto spin = [&](int i) {
-    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+    const bool pinned = pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
     const double a = thread_runqueue_wait_s();
+    both.arrive_and_wait();
     timespec t0{}, t{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     while (double(t.tv_sec - t0.tv_sec) + 1e-9 * double(t.tv_nsec - t0.tv_nsec) < 0.02);
-    waited[i] = thread_runqueue_wait_s() - a;
+    waited[i] = pinned ? thread_runqueue_wait_s() - a : -1;
   };
   std::thread a(spin, 0), b(spin, 1);
   a.join();
   b.join();
-  EXPECT_GE(waited[0], 0);
-  EXPECT_GE(waited[1], 0);
+  ASSERT_GE(waited[0], 0) << "could not pin thread 0";
+  ASSERT_GE(waited[1], 0) << "could not pin thread 1";
   EXPECT_GT(waited[0] + waited[1], 0) << "two threads on one CPU, neither waited";
 }
 

@@ -47,26 +47,7 @@ ModelConfig tiny() {  // head dim 8, two KV heads of two query heads each
 }
 
 ModelConfig wide() {  // head dim 64 (the AVX-512 attention kernels), one KV head
-  ModelConfig c = parse_model_config_toml(R"(
-name = "infer-math-test"
-model_type = "zaya"
-hidden_size = 128
-vocab_size = 64
-num_attention_heads = 2
-cca_num_q_heads = 2
-num_query_groups_list = 1
-zaya_layers = ["a", 4, "a", 4]
-ffn_hidden_size_list = 96
-zaya_mlp_expansion = 16
-moe_router_topk = 2
-zaya_use_mod = true
-zaya_use_eda = true
-partial_rotary_factor = 0.5
-max_position_embeddings = 128
-)",
-                                          "infer-math-test");
-  c.init_std = 0.1;
-  return c;
+  return test_util::small_zaya_config("infer-math-test", 128, 64, 2, 1, 96, 0.1);
 }
 
 // Random weights as fp32 (the model, and views of it) and as bf16 files used in place (with

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/config.h"
 
 namespace zaya::test_util {
 
@@ -42,6 +43,22 @@ std::string error_of(F&& f) {
 }
 
 // Runs a shell command; returns what it printed on stdout and stores its wait status.
+// A small ZAYA1 (two CCA + MoE pairs, 4 experts, top-2, MoD, EDA, half-rotary RoPE, 128
+// positions) with the given widths; head dim = hidden / heads.
+inline zaya::ModelConfig small_zaya_config(const std::string& name, int hidden, int vocab, int heads, int kv_groups,
+                                           int ffn, double init_std) {
+  const std::string toml = "name = \"" + name + "\"\nmodel_type = \"zaya\"\nhidden_size = " +
+                           std::to_string(hidden) + "\nvocab_size = " + std::to_string(vocab) +
+                           "\nnum_attention_heads = " + std::to_string(heads) + "\ncca_num_q_heads = " +
+                           std::to_string(heads) + "\nnum_query_groups_list = " + std::to_string(kv_groups) +
+                           "\nzaya_layers = [\"a\", 4, \"a\", 4]\nffn_hidden_size_list = " + std::to_string(ffn) +
+                           "\nzaya_mlp_expansion = 16\nmoe_router_topk = 2\nzaya_use_mod = true\nzaya_use_eda = true\n"
+                           "partial_rotary_factor = 0.5\nmax_position_embeddings = 128\n";
+  zaya::ModelConfig c = zaya::parse_model_config_toml(toml, name);
+  c.init_std = init_std;
+  return c;
+}
+
 inline std::string command_output(const std::string& cmd, int* status) {
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;

@@ -27,10 +27,13 @@ namespace {
 std::atomic<bool> g_portable{false};
 std::atomic<int> g_gemm_rows{16};
 
-bool cpu_vnni() {
+bool cpu_avx512() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                         __builtin_cpu_supports("f16c");
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+bool cpu_vnni() {
+  static const bool ok = cpu_avx512() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c");
   return ok;
 }
 bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_vnni(); }
@@ -77,12 +80,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_sums_avx512(c
     if (dsum) dsum[b] = s * float(s0 + s1);
     if (s16) s16[2 * b] = s * float(s0), s16[2 * b + 1] = s * float(s1);
   }
-}
-
-bool cpu_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
-  return ok;
 }
 
 void quantize_activation_sums(const float* x, int K, int8_t* q, float* d, float* dsum, float* s16) {
