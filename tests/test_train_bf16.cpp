@@ -1,5 +1,5 @@
 // bf16 training paths against fp32 and double, with stated error bounds: the bf16 GEMM's
-// shape bucketing (row tails, zero-padded depth), the weights' bf16 mirror (read in place of
+// shape bucketing (row tails, zero-padded depth) on oneDNN and the AMX kernel's own paths, the weights' bf16 mirror (read in place of
 // rounding, never stale), the optimizer's fused bf16 copy, a whole bf16 training step against
 // fp32, and the vector row primitives of softmax and cross-entropy.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include "core/bf16.h"
 #include "core/rng.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_amx.h"
 #include "kernels/loss.h"
 #include "kernels/vec_math.h"
 #include "model/model.h"
@@ -61,36 +62,63 @@ void reference(Trans ta, Trans tb, int M, int N, int K, float alpha, const std::
 
 }  // namespace
 
+// Checks one bf16 product of `engine` against the double reference: every element within
+// `bound` x (sum of |terms|) of the exact product of the bf16 operands, and nothing written
+// past N in C's rows.
+void check_bf16_product(GemmEngine engine, Trans ta, Trans tb, int M, int N, int K, int lda, int ldb, int ldc,
+                        float beta, double bound) {
+  const auto A = randn(size_t(ta == Trans::N ? M : K) * lda, 1 + M);
+  const auto B = randn(size_t(tb == Trans::N ? K : N) * ldb, 2 + N);
+  auto C = randn(size_t(M) * ldc, 3 + K);
+  const auto C0 = C;
+  std::vector<double> ref, mag;
+  reference(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, beta, C0, ldc, ref, mag);
+  gemm_with(engine, GemmPrecision::BF16, ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  double worst = 0;
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      const size_t e = size_t(i) * ldc + j;
+      worst = std::max(worst, std::fabs(C[e] - ref[e]) / (mag[e] + 1e-30));
+    }
+    for (int j = N; j < ldc; ++j) ASSERT_EQ(C[size_t(i) * ldc + j], C0[size_t(i) * ldc + j]) << "wrote past N";
+  }
+  EXPECT_LT(worst, bound) << gemm_engine_name(engine) << " ta " << int(ta) << " tb " << int(tb) << " M " << M
+                          << " N " << N << " K " << K << " lda " << lda << " beta " << beta;
+}
+
 // Odd row counts (a tail below the 64-row step) and odd depths (zero-padded) in every layout,
-// with and without accumulation: each element within fp32 accumulation error of the exact
-// product of the bf16 operands (2^-20 of the sum of |terms|, K <= 200).
+// with and without accumulation, on oneDNN and on the AMX kernel (where the CPU has AMX): each
+// element within fp32 accumulation error of the exact product of the bf16 operands (2^-20 of
+// the sum of |terms|, K <= 200).
 TEST(GemmBf16, RowTailsAndPaddedDepthGiveTheSameProduct) {
   if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  std::vector<GemmEngine> engines{GemmEngine::OneDNN};
+  if (amx_bf16_usable()) engines.push_back(GemmEngine::Amx);
+  for (GemmEngine engine : engines)
+    for (Trans ta : {Trans::N, Trans::T})
+      for (Trans tb : {Trans::N, Trans::T})
+        for (auto [M, N, K] : {std::tuple{77, 40, 45}, std::tuple{130, 33, 200}, std::tuple{9, 64, 64},
+                               std::tuple{64, 16, 1}, std::tuple{200, 24, 96}})
+          for (float beta : {0.f, 1.f})
+            check_bf16_product(engine, ta, tb, M, N, K, (ta == Trans::N ? K : M) + 3, (tb == Trans::N ? N : K) + 5,
+                               N + 2, beta, 1.0 / (1 << 20));
+}
+
+// The AMX kernel's own paths: A read in place (K a multiple of 32, rows <= 2 KB apart) or
+// packed (rows further apart, transposed, or K not a multiple of 32); K in several blocks
+// (K > 2048, the later blocks adding into C); threads splitting rows (M >= N) or columns
+// (a 16-row product of wide weights); row and column tails. Bound 2^-16 of the sum of
+// |terms|: fp32 accumulation over up to 2,100 terms.
+TEST(GemmAmx, InPlacePackedKBlocksAndSplitsAgreeWithTheReference) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX-BF16";
   for (Trans ta : {Trans::N, Trans::T})
     for (Trans tb : {Trans::N, Trans::T})
-      for (auto [M, N, K] : {std::tuple{77, 40, 45}, std::tuple{130, 33, 200}, std::tuple{9, 64, 64},
-                             std::tuple{64, 16, 1}, std::tuple{200, 24, 96}})
-        for (float beta : {0.f, 1.f}) {
-          const int lda = (ta == Trans::N ? K : M) + 3, ldb = (tb == Trans::N ? N : K) + 5, ldc = N + 2;
-          const auto A = randn(size_t(ta == Trans::N ? M : K) * lda, 1 + M);
-          const auto B = randn(size_t(tb == Trans::N ? K : N) * ldb, 2 + N);
-          auto C = randn(size_t(M) * ldc, 3 + K);
-          const auto C0 = C;
-          std::vector<double> ref, mag;
-          reference(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, beta, C0, ldc, ref, mag);
-          gemm_with(GemmEngine::Auto, GemmPrecision::BF16, ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, beta,
-                    C.data(), ldc);
-          double worst = 0;
-          for (int i = 0; i < M; ++i) {
-            for (int j = 0; j < N; ++j) {
-              const size_t e = size_t(i) * ldc + j;
-              worst = std::max(worst, std::fabs(C[e] - ref[e]) / (mag[e] + 1e-30));
-            }
-            for (int j = N; j < ldc; ++j) ASSERT_EQ(C[size_t(i) * ldc + j], C0[size_t(i) * ldc + j]) << "wrote past N";
-          }
-          EXPECT_LT(worst, 1.0 / (1 << 20)) << "ta " << int(ta) << " tb " << int(tb) << " M " << M << " N " << N
-                                            << " K " << K << " beta " << beta;
-        }
+      for (auto [M, N, K, lda_extra] : {std::tuple{96, 64, 2112, 0}, std::tuple{40, 70, 2100, 0},
+                                        std::tuple{16, 300, 64, 0}, std::tuple{50, 33, 1024, 1056},
+                                        std::tuple{1, 5, 3, 0}, std::tuple{66, 130, 512, 0}})
+        for (float beta : {0.f, 1.f})
+          check_bf16_product(GemmEngine::Amx, ta, tb, M, N, K, (ta == Trans::N ? K : M) + lda_extra,
+                             tb == Trans::N ? N : K, N, beta, 1.0 / (1 << 16));
 }
 
 // An operand inside the mirror is read from it (the mirror's values show in the result), one

@@ -136,7 +136,7 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--seq", fl->seq, "preset: sequence length of the attention-score GEMMs")->capture_default_str();
   app.add_option("--tokens-per-expert", fl->tpe, "preset: rows of the expert GEMMs (0: tokens x top-k / E)");
   app.add_option("--dtype", fl->dtype, "fp32, bf16 or both (comma list)")->capture_default_str();
-  app.add_option("--engine", fl->engine, "auto (the trainer's choice), openblas, onednn (comma list)")->capture_default_str();
+  app.add_option("--engine", fl->engine, "auto (the trainer's choice), openblas, onednn, amx (bf16 on AMX; comma list)")->capture_default_str();
   app.add_option("--layout", fl->layout, "nn, nt (activations x weights^T, the trainer's forward), tn, tt")->capture_default_str();
   app.add_option("--warmup", o->warmup, "untimed calls per shape")->capture_default_str();
   app.add_option("--min-iters", o->min_iters, "at least this many timed calls per shape")->capture_default_str();

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/profile.h"
 #include "core/timer.h"
+#include "kernels/gemm_amx.h"
 
 namespace zaya {
 
@@ -50,6 +51,7 @@ const char* gemm_engine_name(GemmEngine e) {
   switch (e) {
     case GemmEngine::OpenBLAS: return "openblas";
     case GemmEngine::OneDNN: return "onednn";
+    case GemmEngine::Amx: return "amx";
     default: return "auto";
   }
 }
@@ -81,11 +83,15 @@ GemmEngine gemm_resolve(GemmPrecision prec) {
     if (!e || !*e || !std::strcmp(e, "auto")) return GemmEngine::Auto;
     if (!std::strcmp(e, "openblas")) return GemmEngine::OpenBLAS;
     if (!std::strcmp(e, "onednn")) return GemmEngine::OneDNN;
-    fail("ZAYA_GEMM_ENGINE='", e, "': expected auto, openblas or onednn");
+    if (!std::strcmp(e, "amx")) return GemmEngine::Amx;
+    fail("ZAYA_GEMM_ENGINE='", e, "': expected auto, openblas, onednn or amx");
   }();
   GemmEngine e = gemm_settings().engine != GemmEngine::Auto ? gemm_settings().engine : forced;
-  if (prec == GemmPrecision::BF16) return GemmEngine::OneDNN;  // OpenBLAS (Debian) has no bf16 GEMM
-  return e == GemmEngine::Auto ? GemmEngine::OpenBLAS : e;
+  if (prec == GemmPrecision::BF16) {  // OpenBLAS (Debian) has no bf16 GEMM
+    if (e == GemmEngine::OneDNN || !amx_bf16_usable()) return GemmEngine::OneDNN;
+    return GemmEngine::Amx;
+  }
+  return e == GemmEngine::Auto || e == GemmEngine::Amx ? GemmEngine::OpenBLAS : e;
 }
 
 static bool g_stats_on = false;
@@ -216,17 +222,23 @@ int round_up(int x, int step) { return (x + step - 1) / step * step; }
 // used as stored like a mirror copy (A / B may then be null).
 void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc, const bf16* a16_given = nullptr,
-               const bf16* b16_given = nullptr) {
+               const bf16* b16_given = nullptr, bool amx = false) {
   if (prec != GemmPrecision::BF16)
     return dnnl_execute(dnnl::memory::data_type::f32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   static thread_local std::vector<bf16> abuf, bbuf, tbuf;
   static thread_local std::vector<float> cbuf;
   const int ar = ta == Trans::N ? M : K, ac = ta == Trans::N ? K : M;
   const int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
-  // A product with a weight has a model dimension for K; only activation-by-activation
-  // products (dW = dY^T X over the tokens an expert got) need the padding.
   const bf16 *ma = a16_given ? a16_given : mirrored(A, ar, ac, lda);
   const bf16* mb = b16_given ? b16_given : mirrored(B, br, bc, ldb);
+  if (amx) {  // any shape and strides as they are: the kernel pads and packs what it needs
+    long la = 0, lb = 0;
+    const bf16* a16 = as_bf16(ma, A, ar, ac, lda, abuf, la);
+    const bf16* b16 = as_bf16(mb, B, br, bc, ldb, bbuf, lb);
+    return gemm_amx_bf16(ta, tb, M, N, K, alpha, a16, la, b16, lb, beta, C, ldc);
+  }
+  // oneDNN: a product with a weight has a model dimension for K; only activation-by-activation
+  // products (dW = dY^T X over the tokens an expert got) need the padding.
   const bool weight = mirror_lookup(g_mirror, A, ar, ac, lda) || mirror_lookup(g_mirror, B, br, bc, ldb);
   const int Kp = K % kDepthStep && !weight ? round_up(K, kDepthStep) : K;
   long la = 0, lb = 0;
@@ -299,7 +311,10 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
   const GemmT0 t0 = gemm_t0();
   static thread_local std::vector<bf16> abuf;
   pack_bf16(x, M, K, ldx, abuf);
-  dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
+  if (gemm_resolve(GemmPrecision::BF16) == GemmEngine::Amx)
+    gemm_amx_bf16(Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
+  else
+    dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
   record_gemm(t0, M, N, K);
 }
 
@@ -317,7 +332,7 @@ void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, GemmOperand
   ZAYA_CHECK(K > 0, "gemm_bf16: K must be positive");
   const GemmT0 t0 = gemm_t0();
   dnnl_gemm(GemmPrecision::BF16, ta, tb, M, N, K, alpha, A.b16 ? nullptr : A.f32, A.ld, B.b16 ? nullptr : B.f32, B.ld,
-            beta, C, ldc, A.b16, B.b16);
+            beta, C, ldc, A.b16, B.b16, gemm_resolve(GemmPrecision::BF16) == GemmEngine::Amx);
   record_gemm(t0, M, N, K);
 }
 
@@ -342,8 +357,11 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
     prec = GemmPrecision::F32;
   }
   if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
+  if (engine == GemmEngine::Amx && (prec != GemmPrecision::BF16 || !amx_bf16_usable()))
+    engine = gemm_resolve(prec);  // the AMX kernel multiplies bf16 on AMX only
   if (prec == GemmPrecision::BF16 || engine == GemmEngine::OneDNN)
-    dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr,
+              engine == GemmEngine::Amx);
   else
     cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   record_gemm(t0, M, N, K);

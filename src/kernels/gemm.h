@@ -1,10 +1,12 @@
 // GEMM: the one entry point every matrix product in zaya.cpp goes through (model,
 // benchmarks, sizing measurements). Row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta C.
 //
-// Engines: OpenBLAS (OpenMP build, linked explicitly) and oneDNN. Precisions: fp32, and
-// bf16 (operands rounded to bf16, fp32 accumulation and output; needs AVX512-BF16 or AMX,
-// detected at run time). The default engine per precision is what measured fastest on
-// this machine class (see README, "GEMM engines"); it can be forced with ZAYA_GEMM_ENGINE.
+// Engines: OpenBLAS (OpenMP build, linked explicitly), oneDNN, and our own AMX kernel
+// (kernels/gemm_amx.h). Precisions: fp32, and bf16 (operands rounded to bf16, fp32
+// accumulation and output; needs AVX512-BF16 or AMX, detected at run time). The default
+// engine per precision is what measured fastest on this machine class (see README, "GEMM
+// engines"): fp32 OpenBLAS; bf16 the AMX kernel where the CPU has AMX, else oneDNN. It can be
+// forced with ZAYA_GEMM_ENGINE=openblas|onednn|amx (amx applies to bf16 only).
 // double always goes to OpenBLAS dgemm (gradient checks).
 #pragma once
 #include <cstddef>
@@ -20,7 +22,7 @@ namespace zaya {
 enum class Trans { N, T };
 // F32 or BF16 of core/dtype.h: the element type the GEMM multiplies in (accumulation is F32).
 using GemmPrecision = DType;
-enum class GemmEngine { Auto, OpenBLAS, OneDNN };
+enum class GemmEngine { Auto, OpenBLAS, OneDNN, Amx };
 
 struct GemmSettings {
   GemmPrecision precision = GemmPrecision::F32;

@@ -1,0 +1,116 @@
+// The hand-written AMX bf16 GEMM (kernels/gemm_amx.h) beside oneDNN's matmul on the trainer's
+// shapes, both given the same bf16 operands as stored (no rounding in the timed call), in the
+// three layouts training uses: forward x W^T (nt), backward dX = dY W (nn), dW = dY^T X (tn).
+// Median of --reps calls after 2 warm-up calls, each engine's calls interleaved with the other's.
+//
+// Usage: build/bench_gemm_amx [--threads N] [--reps R] [--shapes MxNxK[@LDA],...]
+// (@LDA: A stored with that leading dimension, as the trainer's strided operands are)
+// Default shapes: zaya1-small at B*T = 2048 (projections, experts at ~256 rows, LM head).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_amx.h"
+
+using namespace zaya;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Shape {
+  int M, N, K;
+  long lda = 0;  // A's leading dimension as stored (0: packed tight)
+};
+
+std::vector<Shape> parse_shapes(const std::string& s) {
+  std::vector<Shape> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    Shape sh{};
+    const std::string one = s.substr(i, j - i);
+    const int got = std::sscanf(one.c_str(), "%dx%dx%d@%ld", &sh.M, &sh.N, &sh.K, &sh.lda);
+    if (got < 3 || sh.M < 1 || sh.N < 1 || sh.K < 1 || (got == 4 && sh.lda < 1)) {
+      std::fprintf(stderr, "bench_gemm_amx: --shapes '%s': expected MxNxK[@LDA][,...]\n", s.c_str());
+      std::exit(2);
+    }
+    out.push_back(sh);
+    i = j + 1;
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = omp_get_max_threads(), reps = 20;
+  std::string shapes = "2048x512x512,2048x256x512,2048x128x512,2048x512x256,256x1024x512,256x512x512,2048x8192x512";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (a == "--shapes" && i + 1 < argc)
+      shapes = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps R] [--shapes MxNxK[@LDA],...]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!amx_bf16_usable()) {
+    std::printf("bench_gemm_amx: this CPU has no usable AMX-BF16; nothing to compare\n");
+    return 0;
+  }
+  omp_set_num_threads(threads);
+  std::printf("# bench_gemm_amx: %d threads, median of %d calls; %s\n", threads, reps, gemm_runtime_info().c_str());
+  std::printf("%-6s %6s %6s %6s  %12s %12s  %8s  %10s\n", "layout", "M", "N", "K", "amx GFLOP/s", "onednn", "ratio",
+              "max |diff|");
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (const Shape& s : parse_shapes(shapes)) {
+    for (const char* lay : {"nt", "nn", "tn"}) {
+      const Trans ta = lay[0] == 't' ? Trans::T : Trans::N, tb = lay[1] == 't' ? Trans::T : Trans::N;
+      // Storage: op(A) [M,K] is A [M,K] (n) or [K,M] (t); op(B) [K,N] is B [K,N] (n) or [N,K] (t).
+      const long lda = std::max(s.lda, long(ta == Trans::N ? s.K : s.M)), ldb = tb == Trans::N ? s.N : s.K;
+      std::vector<bf16> A(size_t(ta == Trans::N ? s.M : s.K) * lda), B(size_t(s.K) * s.N);
+      for (auto& x : A) x = to_bf16(u(rng));
+      for (auto& x : B) x = to_bf16(u(rng));
+      std::vector<float> C1(size_t(s.M) * s.N), C2(C1.size());
+      std::vector<double> t_amx, t_dnnl;
+      for (int r = 0; r < reps + 2; ++r) {
+        double t0 = now();
+        gemm_amx_bf16(ta, tb, s.M, s.N, s.K, 1.f, A.data(), lda, B.data(), ldb, 0.f, C1.data(), s.N);
+        double t1 = now();
+        gemm_settings().engine = GemmEngine::OneDNN;
+        gemm_bf16(ta, tb, s.M, s.N, s.K, 1.f, GemmOperand{nullptr, A.data(), int(lda)},
+                  GemmOperand{nullptr, B.data(), int(ldb)}, 0.f, C2.data(), s.N);
+        gemm_settings().engine = GemmEngine::Auto;
+        double t2 = now();
+        if (r >= 2) t_amx.push_back(t1 - t0), t_dnnl.push_back(t2 - t1);
+      }
+      double diff = 0;
+      for (size_t i = 0; i < C1.size(); ++i) diff = std::max(diff, double(std::fabs(C1[i] - C2[i])));
+      const double flop = 2.0 * s.M * s.N * s.K, ga = flop / median(t_amx) / 1e9, gd = flop / median(t_dnnl) / 1e9;
+      std::printf("%-6s %6d %6d %6d  %12.1f %12.1f  %7.2fx  %10.2e\n", lay, s.M, s.N, s.K, ga, gd, ga / gd, diff);
+    }
+  }
+  return 0;
+}
