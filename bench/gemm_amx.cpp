@@ -3,9 +3,10 @@
 // three layouts training uses: forward x W^T (nt), backward dX = dY W (nn), dW = dY^T X (tn).
 // Median of --reps calls after 2 warm-up calls, each engine's calls interleaved with the other's.
 //
-// Usage: build/bench_gemm_amx [--threads N] [--reps R] [--shapes MxNxK[@LDA],...]
+// Usage: build/bench_gemm_amx [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--attention]
 // (@LDA: A stored with that leading dimension, as the trainer's strided operands are)
 // Default shapes: zaya1-small at B*T = 2048 (projections, experts at ~256 rows, LM head).
+// --attention: one layer of zaya1-small's attention, forward and backward, fp32 against bf16.
 #include <omp.h>
 
 #include <algorithm>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "kernels/attention.h"
+#include "kernels/attention_amx.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_amx.h"
 
@@ -57,10 +60,46 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// zaya1-small's attention (B=8, T=256, 4 query heads over 2 KV heads, head dim 64), forward
+// and backward, the fp32 path (OpenBLAS per head) against the bf16 one (AMX, causal blocks).
+void bench_attention(int reps) {
+  const int B = 8, T = 256, Hq = 4, Hk = 2, hd = 64;
+  AttnShape s{B, T, T, 0, Hq, Hk, hd, Hq * hd, Hk * hd, Hk * hd, Hq * hd};
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  auto randv = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+  };
+  const auto q = randv(size_t(B) * T * Hq * hd), k = randv(size_t(B) * T * Hk * hd), v = randv(k.size());
+  const auto dout = randv(q.size());
+  std::vector<float> out(q.size()), lse(size_t(B) * Hq * T), dq(q.size()), dk(k.size()), dv(k.size());
+  std::vector<float> scratch(s.scratch_elems(omp_get_max_threads()));
+  std::vector<double> tf[2], tb[2];
+  for (int r = 0; r < reps + 2; ++r)
+    for (int p = 0; p < 2; ++p) {
+      gemm_settings().precision = p ? GemmPrecision::BF16 : GemmPrecision::F32;
+      const double t0 = now();
+      attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s, scratch.data());
+      const double t1 = now();
+      attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(),
+                         v.data(), s, scratch.data());
+      const double t2 = now();
+      if (r >= 2) tf[p].push_back(t1 - t0), tb[p].push_back(t2 - t1);
+    }
+  gemm_settings().precision = GemmPrecision::F32;
+  std::printf("attention B=%d T=%d Hq=%d Hk=%d hd=%d (one layer): forward fp32 %.2f ms, bf16 %.2f ms; backward fp32 "
+              "%.2f ms, bf16 %.2f ms\n",
+              B, T, Hq, Hk, hd, 1e3 * median(tf[0]), 1e3 * median(tf[1]), 1e3 * median(tb[0]), 1e3 * median(tb[1]));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  maybe_reexec_for_blas_core(argv);  // OpenBLAS's AVX-512 kernels for the fp32 side, as in zaya
   int threads = omp_get_max_threads(), reps = 20;
+  bool attention = false;
   std::string shapes = "2048x512x512,2048x256x512,2048x128x512,2048x512x256,256x1024x512,256x512x512,2048x8192x512";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -70,8 +109,10 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     else if (a == "--shapes" && i + 1 < argc)
       shapes = argv[++i];
+    else if (a == "--attention")
+      attention = true;
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps R] [--shapes MxNxK[@LDA],...]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--attention]\n", argv[0]);
       return 2;
     }
   }
@@ -81,6 +122,10 @@ int main(int argc, char** argv) {
   }
   omp_set_num_threads(threads);
   std::printf("# bench_gemm_amx: %d threads, median of %d calls; %s\n", threads, reps, gemm_runtime_info().c_str());
+  if (attention) {
+    bench_attention(reps);
+    return 0;
+  }
   std::printf("%-6s %6s %6s %6s  %12s %12s  %8s  %10s\n", "layout", "M", "N", "K", "amx GFLOP/s", "onednn", "ratio",
               "max |diff|");
   std::mt19937 rng(1);

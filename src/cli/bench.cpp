@@ -136,7 +136,11 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--seq", fl->seq, "preset: sequence length of the attention-score GEMMs")->capture_default_str();
   app.add_option("--tokens-per-expert", fl->tpe, "preset: rows of the expert GEMMs (0: tokens x top-k / E)");
   app.add_option("--dtype", fl->dtype, "fp32, bf16 or both (comma list)")->capture_default_str();
-  app.add_option("--engine", fl->engine, "auto (the trainer's choice), openblas, onednn, amx (bf16 on AMX; comma list)")->capture_default_str();
+  CLI::Option* engine_opt =
+      app.add_option("--engine", fl->engine,
+                     "auto (the trainer's choice), openblas, onednn, amx (bf16 on AMX; comma list); --peak without "
+                     "--engine tries the trainer's choice and oneDNN")
+          ->capture_default_str();
   app.add_option("--layout", fl->layout, "nn, nt (activations x weights^T, the trainer's forward), tn, tt")->capture_default_str();
   app.add_option("--warmup", o->warmup, "untimed calls per shape")->capture_default_str();
   app.add_option("--min-iters", o->min_iters, "at least this many timed calls per shape")->capture_default_str();
@@ -150,7 +154,7 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--csv", o->csv, "write rows as CSV");
   app.add_option("--json", o->json, "write rows and maxima as JSON");
   app.add_option("--heatmap", fl->heatmap, "write a PNG heatmap of TFLOP/s over (M, N) per K and dtype");
-  app.callback([fl, o] {
+  app.callback([fl, o, engine_opt] {
     using zaya::GemmEngine;
     using zaya::GemmPrecision;
     bool shapes_given = !fl->m.empty() || !fl->n.empty() || !fl->k.empty();
@@ -170,6 +174,8 @@ void setup_gemm(CLI::App& app) {
     for (const auto& s : split_names(fl->dtype)) o->precisions.push_back(parse_precision(s));
     o->engines.clear();
     for (const auto& s : split_names(fl->engine)) o->engines.push_back(parse_engine(s));
+    // The peak is the most any engine here reaches, not only the trainer's choice.
+    if (fl->peak && engine_opt->count() == 0) o->engines = {GemmEngine::Auto, GemmEngine::OneDNN};
     parse_layout(fl->layout, o->ta, o->tb);
     o->verify = !fl->no_verify;
     if (!fl->heatmap.empty() && o->csv.empty()) zaya::fail("--heatmap needs --csv (the plot reads the CSV)");

@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/attention_amx.h"
 #include "kernels/attention_avx512.h"
 #include "kernels/gemm.h"
 #include "kernels/vec_math.h"
@@ -103,6 +104,8 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
         attention_forward_group(out, lse, q, k, v, s, b, g, scratch + size_t(omp_get_thread_num()) * s.scratch_per_thread());
     return;
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (attention_bf16_on()) return attention_forward_bf16(out, lse, q, k, v, s);
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
     for (int j = 0; j < s.Hq; ++j) {
@@ -121,6 +124,8 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const T* lse, const T* q, const T* k,
                         const T* v, const AttnShape& s, T* scratch) {
+  if constexpr (std::is_same_v<T, float>)
+    if (attention_bf16_on()) return attention_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, s);
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
   const T scale = T(1) / std::sqrt(T(s.hd));
   // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.

@@ -146,7 +146,7 @@ struct Dnnl {
 void pack_bf16(const float* X, int rows, int cols, int ld, std::vector<bf16>& out, int rows_pad = 0,
                int cols_pad = 0) {
   const int rp = std::max(rows, rows_pad), cp = std::max(cols, cols_pad);
-  out.resize(size_t(rp) * cp);
+  if (out.size() < size_t(rp) * cp) out.resize(size_t(rp) * cp);  // never down: up again would zero it all
   bf16* o = out.data();
 #pragma omp parallel for schedule(static) if (size_t(rows) * cols > (1u << 15))
   for (int r = 0; r < rp; ++r) {

@@ -48,8 +48,9 @@ ZAYA_AMX void load_tile_config() {
 }
 
 // n elements of v from a 64-byte boundary (tile loads and packing stores stay within lines).
+// v only grows: resizing down and up again would zero the difference on every call.
 bf16* aligned_buffer(std::vector<bf16>& v, size_t n) {
-  v.resize(n + 32);
+  if (v.size() < n + 32) v.resize(n + 32);
   const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
   return v.data() + ((64 - p % 64) % 64) / sizeof(bf16);
 }
@@ -201,6 +202,95 @@ ZAYA_AMX void tile_block(ARows a0, ARows a1, const bf16* b0, const bf16* b1, int
   if constexpr (RM > 1 && RN > 1) _tile_stored(3, acc + 16 * 32 + 16, 32 * 4);
 }
 
+// One product as the threads see it: operands, packed buffers and the blocking.
+struct Job {
+  int M, N, MT, NT, MP, NP, kchunks, chunk_panels, packed_tiles, first_packed;
+  Operand a, b;
+  const bf16* A;
+  long lda;
+  bf16 *bpd, *apd;
+  float alpha, beta;
+  float* C;
+  long ldc;
+  ARows arows(int mt) const {
+    if (mt < first_packed) return {A + size_t(mt) * kTile * lda, kChunk, lda * 2};
+    return {apd + size_t(mt - first_packed) * kchunks * kPanel, kPanel, 64};
+  }
+};
+
+// Thread t of nt: packs its share, meets the others, multiplies its blocks.
+ZAYA_AMX void run_share(const Job& j, int t, int nt) {
+  const int MP = j.MP, NP = j.NP, MT = j.MT, NT = j.NT, M = j.M, N = j.N, kchunks = j.kchunks;
+  const bool split_n = nt > 1 && NP >= nt && (N > M || MP < nt);
+  const int tm = split_n ? 1 : std::min(nt, MP), tn = split_n ? nt : 1;
+  const int ti = t / tn, tj = t % tn;
+  const int mp0 = int(long(MP) * ti / tm), mp1 = int(long(MP) * (ti + 1) / tm);
+  const int np0 = int(long(NP) * tj / tn), np1 = int(long(NP) * (tj + 1) / tn);
+  // Packing: B by this thread's own column pairs when columns are split, else a contiguous
+  // share of all panels; A's packed tiles a contiguous share.
+  const int tiles_b = NT * kchunks;
+  const int b0 = split_n ? std::min(NT, 2 * np0) * kchunks : int(long(tiles_b) * t / nt);
+  const int b1 = split_n ? (t < tm * tn ? std::min(NT, 2 * np1) * kchunks : b0) : int(long(tiles_b) * (t + 1) / nt);
+  for (int i = b0; i < b1; ++i)
+    pack_b_tile(j.b, (i / kchunks) * kTile, (i % kchunks) * kChunk, (uint32_t*)(j.bpd + size_t(i) * kPanel));
+  const int tiles_a = j.packed_tiles * kchunks;
+  for (int i = int(long(tiles_a) * t / nt); i < int(long(tiles_a) * (t + 1) / nt); ++i)
+    pack_rows16(j.a, (j.first_packed + i / kchunks) * kTile, (i % kchunks) * kChunk,
+                (uint32_t*)(j.apd + size_t(i) * kPanel));
+  if (nt > 1) {
+#pragma omp barrier
+  }
+  if (t >= tm * tn) return;
+  load_tile_config();
+  // K in blocks of kKBlock chunks, so that a row pair's A and a column pair's panels stay in
+  // L1/L2 whatever K is; the second block on adds into C.
+  alignas(64) float accs[2][32 * 32];
+  Pending prev;
+  int which = 0;
+  for (int kb = 0; kb < kchunks; kb += kKBlock) {
+    const int kb1 = std::min(kchunks, kb + kKBlock);
+    for (int c0 = np0; c0 < np1; c0 += j.chunk_panels / 2) {
+      const int c1 = std::min(np1, c0 + j.chunk_panels / 2);
+      for (int mp = mp0; mp < mp1; ++mp) {
+        const int mt = 2 * mp;
+        const bool two_m = mt + 1 < MT;
+        const ARows a0 = j.arows(mt), a1 = two_m ? j.arows(mt + 1) : a0;
+        for (int np = c0; np < c1; ++np) {
+          const int jt = 2 * np;
+          const bool two_n = jt + 1 < NT;
+          const bf16* p0 = j.bpd + size_t(jt) * kchunks * kPanel;
+          const bf16* p1 = two_n ? p0 + size_t(kchunks) * kPanel : p0;
+          float* acc = accs[which];
+          if (two_m && two_n)
+            tile_block<2, 2>(a0, a1, p0, p1, kb, kb1, acc, prev);
+          else if (two_m)
+            tile_block<2, 1>(a0, a1, p0, p1, kb, kb1, acc, prev);
+          else if (two_n)
+            tile_block<1, 2>(a0, a1, p0, p1, kb, kb1, acc, prev);
+          else
+            tile_block<1, 1>(a0, a1, p0, p1, kb, kb1, acc, prev);
+          const int cols = std::min(32, N - jt * kTile);
+          prev.acc = acc;
+          prev.C = j.C + size_t(mt) * kTile * j.ldc + size_t(jt) * kTile;
+          prev.ldc = j.ldc;
+          prev.rows = std::min(32, M - mt * kTile);
+          prev.next = 0;
+          prev.m0 = cols >= 16 ? 0xFFFF : __mmask16((1u << cols) - 1);
+          prev.m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : __mmask16((1u << (cols - 16)) - 1);
+          prev.alpha = j.alpha;
+          prev.beta = kb == 0 ? j.beta : 1.f;
+          which ^= 1;
+        }
+      }
+    }
+  }
+  write_rows(prev, prev.rows);
+  // Hand the tile state back (as oneDNN does): a thread holding it makes the kernel save and
+  // restore 8 KB of tiles at every context switch, and it was measured to slow the trainer's
+  // other work between products (a step at 2 threads 20% slower).
+  _tile_release();
+}
+
 }  // namespace
 
 bool amx_bf16_usable() {
@@ -212,105 +302,40 @@ bool amx_bf16_usable() {
   return ok;
 }
 
-ZAYA_AMX void gemm_amx_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, long lda,
-                            const bf16* B, long ldb, float beta, float* C, long ldc) {
+void gemm_amx_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, long lda, const bf16* B,
+                   long ldb, float beta, float* C, long ldc) {
   ZAYA_CHECK(amx_bf16_usable(), "gemm_amx_bf16: AMX-BF16 is not available");
   if (M <= 0 || N <= 0 || K <= 0) return;
-  const int Kp = ceil_div(K, kChunk) * kChunk, kchunks = Kp / kChunk;
-  const int MT = ceil_div(M, kTile), NT = ceil_div(N, kTile);
-  const Operand a{A, lda, ta == Trans::N, M, K}, b{B, ldb, tb == Trans::T, N, K};
+  Job j;
+  j.M = M, j.N = N;
+  const int Kp = ceil_div(K, kChunk) * kChunk;
+  j.kchunks = Kp / kChunk;
+  j.MT = ceil_div(M, kTile), j.NT = ceil_div(N, kTile);
+  j.MP = ceil_div(j.MT, 2), j.NP = ceil_div(j.NT, 2);
+  j.a = Operand{A, lda, ta == Trans::N, M, K};
+  j.b = Operand{B, ldb, tb == Trans::T, N, K};
+  j.A = A, j.lda = lda, j.alpha = alpha, j.beta = beta, j.C = C, j.ldc = ldc;
   // A in place when its rows are K-contiguous, whole tiles of K, and at most kInPlaceStride
   // bytes apart; else, and for a last partial row tile, packed tile by tile (each tile 1 KB,
   // rows 64 bytes apart). The 16 rows of a tile 4 KB or more apart fall in one L1 set: the
   // LM head's gradient (rows 32 KB apart) multiplied at 0.5-0.7 TFLOP/s in place, 0.6-0.7 packed.
   const bool a_in_place = ta == Trans::N && K % kChunk == 0 && lda * 2 <= kInPlaceStride;
-  const int packed_tiles = a_in_place ? (M % kTile ? 1 : 0) : MT, first_packed = MT - packed_tiles;
+  j.packed_tiles = a_in_place ? (M % kTile ? 1 : 0) : j.MT;
+  j.first_packed = j.MT - j.packed_tiles;
   static thread_local std::vector<bf16> bp, ap;
-  bf16* const bpd = aligned_buffer(bp, size_t(NT) * kchunks * kPanel);
-  bf16* const apd = aligned_buffer(ap, size_t(packed_tiles) * kchunks * kPanel);
-  auto arows = [&](int mt) -> ARows {
-    if (mt < first_packed) return {A + size_t(mt) * kTile * lda, kChunk, lda * 2};
-    return {apd + size_t(mt - first_packed) * kchunks * kPanel, kPanel, 64};
-  };
-
+  j.bpd = aligned_buffer(bp, size_t(j.NT) * j.kchunks * kPanel);
+  j.apd = aligned_buffer(ap, size_t(j.packed_tiles) * j.kchunks * kPanel);
+  // Columns in chunks whose packed panels (a K block's 32 x 16 x kKBlock bf16 each) fit kL2Panels.
+  j.chunk_panels = std::max(2, int(kL2Panels / (long(std::min(j.kchunks, kKBlock)) * kPanel * 2)) / 2 * 2);
   // Threads split the rows (each reads all of B and its share of A) when A is at least as
   // large as B, else the columns (each packs and reads only its own panels of B: the
-  // experts' 256-row products, whose weights are the larger operand).
-  const int MP = ceil_div(MT, 2), NP = ceil_div(NT, 2);
+  // experts' 256-row products, whose weights are the larger operand). Inside a parallel
+  // region (attention per head) the calling thread does it all, with no nested region.
   int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
-  nth = std::max(1, std::min(nth, std::max(MP, NP)));
-  // Columns in chunks whose packed panels (a K block's 32 x 16 x kKBlock bf16 each) fit kL2Panels.
-  const int chunk_panels = std::max(2, int(kL2Panels / (long(std::min(kchunks, kKBlock)) * kPanel * 2)) / 2 * 2);
-
+  nth = std::max(1, std::min(nth, std::max(j.MP, j.NP)));
+  if (nth == 1) return run_share(j, 0, 1);
 #pragma omp parallel num_threads(nth)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const bool split_n = nt > 1 && NP >= nt && (N > M || MP < nt);
-    const int tm = split_n ? 1 : std::min(nt, MP), tn = split_n ? nt : 1;
-    const int ti = t / tn, tj = t % tn;
-    const int mp0 = int(long(MP) * ti / tm), mp1 = int(long(MP) * (ti + 1) / tm);
-    const int np0 = int(long(NP) * tj / tn), np1 = int(long(NP) * (tj + 1) / tn);
-    // Packing: B by this thread's own column pairs when columns are split, else a contiguous
-    // share of all panels; A's packed tiles a contiguous share.
-    const int tiles_b = NT * kchunks;
-    const int b0 = split_n ? std::min(NT, 2 * np0) * kchunks : int(long(tiles_b) * t / nt);
-    const int b1 = split_n ? (t < tm * tn ? std::min(NT, 2 * np1) * kchunks : b0) : int(long(tiles_b) * (t + 1) / nt);
-    for (int i = b0; i < b1; ++i)
-      pack_b_tile(b, (i / kchunks) * kTile, (i % kchunks) * kChunk, (uint32_t*)(bpd + size_t(i) * kPanel));
-    const int tiles_a = packed_tiles * kchunks;
-    for (int i = int(long(tiles_a) * t / nt); i < int(long(tiles_a) * (t + 1) / nt); ++i)
-      pack_rows16(a, (first_packed + i / kchunks) * kTile, (i % kchunks) * kChunk, (uint32_t*)(apd + size_t(i) * kPanel));
-#pragma omp barrier
-    if (t < tm * tn) {
-      load_tile_config();
-      // K in blocks of kKBlock chunks, so that a row pair's A (32 x 512) and a column pair's
-      // panels (512 x 32) stay in L1/L2 whatever K is; the second block on adds into C.
-      alignas(64) float accs[2][32 * 32];
-      Pending prev;
-      int which = 0;
-      for (int kb = 0; kb < kchunks; kb += kKBlock) {
-        const int kb1 = std::min(kchunks, kb + kKBlock);
-        for (int c0 = np0; c0 < np1; c0 += chunk_panels / 2) {
-          const int c1 = std::min(np1, c0 + chunk_panels / 2);
-          for (int mp = mp0; mp < mp1; ++mp) {
-            const int mt = 2 * mp;
-            const bool two_m = mt + 1 < MT;
-            const ARows a0 = arows(mt), a1 = two_m ? arows(mt + 1) : a0;
-            for (int np = c0; np < c1; ++np) {
-              const int jt = 2 * np;
-              const bool two_n = jt + 1 < NT;
-              const bf16* b0 = bpd + size_t(jt) * kchunks * kPanel;
-              const bf16* b1 = two_n ? b0 + size_t(kchunks) * kPanel : b0;
-              float* acc = accs[which];
-              if (two_m && two_n)
-                tile_block<2, 2>(a0, a1, b0, b1, kb, kb1, acc, prev);
-              else if (two_m)
-                tile_block<2, 1>(a0, a1, b0, b1, kb, kb1, acc, prev);
-              else if (two_n)
-                tile_block<1, 2>(a0, a1, b0, b1, kb, kb1, acc, prev);
-              else
-                tile_block<1, 1>(a0, a1, b0, b1, kb, kb1, acc, prev);
-              const int cols = std::min(32, N - jt * kTile);
-              prev.acc = acc;
-              prev.C = C + size_t(mt) * kTile * ldc + size_t(jt) * kTile;
-              prev.ldc = ldc;
-              prev.rows = std::min(32, M - mt * kTile);
-              prev.next = 0;
-              prev.m0 = cols >= 16 ? 0xFFFF : __mmask16((1u << cols) - 1);
-              prev.m1 = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : __mmask16((1u << (cols - 16)) - 1);
-              prev.alpha = alpha;
-              prev.beta = kb == 0 ? beta : 1.f;
-              which ^= 1;
-            }
-          }
-        }
-      }
-      write_rows(prev, prev.rows);
-      // Hand the tile state back (as oneDNN does): a thread holding it makes the kernel save and
-      // restore 8 KB of tiles at every context switch.
-      _tile_release();
-    }
-  }
+  run_share(j, omp_get_thread_num(), omp_get_num_threads());
 }
 
 }  // namespace zaya

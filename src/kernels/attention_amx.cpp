@@ -1,0 +1,144 @@
+#include "kernels/attention_amx.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_amx.h"
+#include "kernels/vec_math.h"
+
+namespace zaya {
+
+bool attention_bf16_on() {
+  return gemm_settings().precision == GemmPrecision::BF16 && gemm_resolve(GemmPrecision::BF16) == GemmEngine::Amx;
+}
+
+namespace {
+
+// rows x hd of a strided fp32 operand, rounded into a contiguous bf16 block.
+void round_rows(bf16* dst, const float* src, int rows, int hd, int ld) {
+  for (int r = 0; r < rows; ++r) convert_to_bf16(src + size_t(r) * ld, dst + size_t(r) * hd, size_t(hd));
+}
+
+// The query rows [r0, r1) of a head and the keys they see: [0, keys).
+struct RowBlock {
+  int r0, r1, keys;
+};
+RowBlock row_block(const AttnShape& s, int r0) {
+  const int r1 = std::min(s.Tq, r0 + kAttnRowBlock);
+  return {r0, r1, std::min(s.Tk, s.q_pos0 + r1)};
+}
+int last_key(const AttnShape& s, int t) { return std::min(s.Tk - 1, s.q_pos0 + t); }
+
+// Per-thread buffers: the head's bf16 operands and one block's scores.
+struct Scratch {
+  std::vector<bf16> q16, k16, v16, do16, p16, ds16;
+  std::vector<float> p, dp;
+  void size(const AttnShape& s) {
+    q16.resize(size_t(s.Tq) * s.hd), do16.resize(q16.size());
+    k16.resize(size_t(s.Tk) * s.hd), v16.resize(k16.size());
+    p.resize(size_t(kAttnRowBlock) * s.Tk), dp.resize(p.size());
+    p16.resize(p.size()), ds16.resize(p.size());
+  }
+};
+Scratch& scratch() {
+  static thread_local Scratch sc;
+  return sc;
+}
+
+}  // namespace
+
+void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttnShape& s) {
+  const int G = s.Hq / s.Hk, hd = s.hd;
+  const float scale = 1.f / std::sqrt(float(hd));
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < s.B; ++b)
+    for (int g = 0; g < s.Hk; ++g) {
+      Scratch& sc = scratch();
+      sc.size(s);
+      round_rows(sc.k16.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
+      round_rows(sc.v16.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
+      for (int j = g * G; j < (g + 1) * G; ++j) {
+        round_rows(sc.q16.data(), q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd, s.Tq, hd, s.ldq);
+        float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+        for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
+          const RowBlock rb = row_block(s, r0);
+          const int rows = rb.r1 - rb.r0, n = rb.keys;
+          float* S = sc.p.data();
+          gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, scale, sc.q16.data() + size_t(r0) * hd, hd, sc.k16.data(), hd,
+                        0.f, S, n);
+          for (int i = 0; i < rows; ++i) {
+            float* row = S + size_t(i) * n;
+            const int seen = last_key(s, r0 + i) + 1;
+            const float m = row_max(row, seen), sum = row_sum_exp(row, seen, m);
+            row_exp_scale(row, row, seen, m, 1.f / sum);
+            std::fill(row + seen, row + n, 0.f);
+            lse_j[r0 + i] = m + std::log(sum);
+          }
+          convert_to_bf16(S, sc.p16.data(), size_t(rows) * n);
+          gemm_amx_bf16(Trans::N, Trans::N, rows, hd, n, 1.f, sc.p16.data(), n, sc.v16.data(), hd, 0.f,
+                        out + (size_t(b) * s.Tq + r0) * s.ldo + size_t(j) * hd, s.ldo);
+        }
+      }
+    }
+}
+
+void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                             const float* q, const float* k, const float* v, const AttnShape& s) {
+  const int G = s.Hq / s.Hk, hd = s.hd;
+  const float scale = 1.f / std::sqrt(float(hd));
+  // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < s.B; ++b)
+    for (int g = 0; g < s.Hk; ++g) {
+      Scratch& sc = scratch();
+      sc.size(s);
+      round_rows(sc.k16.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
+      round_rows(sc.v16.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
+      float* dkb = dk + s.kv_offset(b, g, s.ldk);
+      float* dvb = dv + s.kv_offset(b, g, s.ldv);
+      for (int j = g * G; j < (g + 1) * G; ++j) {
+        const size_t qoff = size_t(b) * s.Tq * s.ldq + size_t(j) * hd, ooff = size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
+        round_rows(sc.q16.data(), q + qoff, s.Tq, hd, s.ldq);
+        round_rows(sc.do16.data(), dout + ooff, s.Tq, hd, s.ldo);
+        const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+        for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
+          const RowBlock rb = row_block(s, r0);
+          const int rows = rb.r1 - rb.r0, n = rb.keys;
+          const bf16* qb = sc.q16.data() + size_t(r0) * hd;
+          const bf16* dob = sc.do16.data() + size_t(r0) * hd;
+          float *P = sc.p.data(), *dP = sc.dp.data();
+          // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
+          gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, scale, qb, hd, sc.k16.data(), hd, 0.f, P, n);
+          gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, 1.f, dob, hd, sc.v16.data(), hd, 0.f, dP, n);
+          for (int i = 0; i < rows; ++i) {
+            const int t = r0 + i, seen = last_key(s, t) + 1;
+            float* pr = P + size_t(i) * n;
+            float* dr = dP + size_t(i) * n;
+            row_exp_scale(pr, pr, seen, lse_j[t], 1.f);
+            const float* o = out + ooff + size_t(t) * s.ldo;
+            const float* go = dout + ooff + size_t(t) * s.ldo;
+            float Dt = 0;
+            for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
+            for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+            std::fill(pr + seen, pr + n, 0.f);
+            std::fill(dr + seen, dr + n, 0.f);
+          }
+          convert_to_bf16(P, sc.p16.data(), size_t(rows) * n);
+          convert_to_bf16(dP, sc.ds16.data(), size_t(rows) * n);
+          // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q  (keys [0, n) only)
+          gemm_amx_bf16(Trans::T, Trans::N, n, hd, rows, 1.f, sc.p16.data(), n, dob, hd, 1.f, dvb, s.ldv);
+          gemm_amx_bf16(Trans::N, Trans::N, rows, hd, n, scale, sc.ds16.data(), n, sc.k16.data(), hd, 1.f,
+                        dq + qoff + size_t(r0) * s.ldq, s.ldq);
+          gemm_amx_bf16(Trans::T, Trans::N, n, hd, rows, scale, sc.ds16.data(), n, qb, hd, 1.f, dkb, s.ldk);
+        }
+      }
+    }
+}
+
+}  // namespace zaya
