@@ -1,6 +1,6 @@
 // bf16 training paths against fp32 and double, with stated error bounds: the bf16 GEMM's
 // shape bucketing (row tails, zero-padded depth) on oneDNN and the AMX kernel's own paths,
-// attention's bf16 products, the weights' bf16 mirror (read in place of
+// attention's and the convolution's bf16 products, the weights' bf16 mirror (read in place of
 // rounding, never stale), the optimizer's fused bf16 copy, a whole bf16 training step against
 // fp32, and the vector row primitives of softmax and cross-entropy.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "kernels/attention.h"
 #include "kernels/attention_amx.h"
+#include "kernels/conv.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_amx.h"
 #include "kernels/loss.h"
@@ -167,6 +168,55 @@ TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
       const double e = rel(*a, *b);
       EXPECT_LT(e, 0.015) << name << " Tq " << Tq << " Tk " << Tk;
       EXPECT_GT(e, 0.0) << name << ": the bf16 path was not taken";
+    }
+  }
+}
+
+// CCA's convolution with bf16 products (stage 2 as one product per group over all taps)
+// against the fp32 path: output and the five parameter/input gradients (and the halo's)
+// within 1.5% normwise, for zaya1's two taps and for three taps with a halo.
+TEST(ConvBf16, MatchesFp32WithinBf16Rounding) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  for (auto [s, with_halo] : {std::pair{ConvShape{2, 37, 128, 64, 2, 2}, false},
+                              std::pair{ConvShape{2, 20, 96, 32, 3, 3}, true}}) {
+    const size_t P = size_t(s.K0 - 1 + s.K1 - 1), tall = size_t(s.rows()) * s.C;
+    const auto p = randn(size_t(s.B) * s.T * s.C, 41), w0 = randn(size_t(s.C) * s.K0, 42, 0.5f);
+    const auto b0 = randn(size_t(s.C), 43), w1 = randn(size_t(s.C) * s.hd * s.K1, 44, 0.2f), b1 = randn(size_t(s.C), 45);
+    const auto halo = randn(size_t(s.B) * P * s.C, 46);
+    auto g = randn(tall, 47);
+    for (int row = 0; row < s.rows(); ++row)  // junk rows carry no gradient
+      if (row % s.rows_per_batch() >= s.T) std::fill(&g[size_t(row) * s.C], &g[size_t(row + 1) * s.C], 0.f);
+    struct Result {
+      std::vector<float> out, dp, dw0, db0, dw1, db1, dhalo;
+    };
+    auto run = [&](GemmPrecision prec) {
+      PrecisionScope scope(prec);
+      Result r;
+      std::vector<float> y0(tall), w1p(size_t(s.K1) * s.C * s.hd), dy0(tall), dw1p(w1p.size());
+      r.out.assign(tall, 0);
+      const float* h = with_halo ? halo.data() : nullptr;
+      causal_conv_forward(r.out.data(), y0.data(), w1p.data(), p.data(), h, w0.data(), b0.data(), w1.data(), b1.data(),
+                          s);
+      r.dp.assign(p.size(), 0), r.dw0.assign(w0.size(), 0), r.db0.assign(b0.size(), 0), r.dw1.assign(w1.size(), 0);
+      r.db1.assign(b1.size(), 0), r.dhalo.assign(halo.size(), 0);
+      causal_conv_backward(r.dp.data(), with_halo ? r.dhalo.data() : nullptr, r.dw0.data(), r.db0.data(), r.dw1.data(),
+                           r.db1.data(), dy0.data(), dw1p.data(), g.data(), y0.data(), w1p.data(), w1.data(), p.data(),
+                           h, w0.data(), s);
+      return r;
+    };
+    const Result f = run(GemmPrecision::F32), h = run(GemmPrecision::BF16);
+    auto rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+      double d = 0, n = 0;
+      for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
+      return std::sqrt(d / (n + 1e-30));
+    };
+    for (auto [name, a, b] : {std::tuple{"out", &h.out, &f.out}, std::tuple{"dp", &h.dp, &f.dp},
+                              std::tuple{"dw0", &h.dw0, &f.dw0}, std::tuple{"dw1", &h.dw1, &f.dw1},
+                              std::tuple{"dhalo", &h.dhalo, &f.dhalo}}) {
+      if (!with_halo && std::string(name) == "dhalo") continue;
+      const double e = rel(*a, *b);
+      EXPECT_LT(e, 0.015) << name << " K1 " << s.K1;
+      EXPECT_GT(e, 0.0) << name << ": the bf16 products were not used";
     }
   }
 }

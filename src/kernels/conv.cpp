@@ -2,9 +2,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/parallel.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
@@ -35,11 +38,90 @@ void causal_conv_depthwise(T* y0, const T* p, const T* halo, const T* w0, const 
   });
 }
 
+// Stage 2 with bf16 products (bf16 training): one product per group over all K1 taps, K =
+// K1 * hd, instead of one per (group, tap). Its operand is a bf16 copy of y0 laid out
+// [row][group][tap][hd]: row r of group g holds y0 rows r .. r+K1-1 side by side. The
+// weights likewise [C][tap][hd]. 12 products of K = 64 per layer become 6 of K = 128, and
+// nothing is rounded inside a product.
+static bool stage2_bf16() {
+  return gemm_settings().precision == GemmPrecision::BF16 && bf16_gemm_supported();
+}
+
+static void taps_copy(std::vector<bf16>& y2, const float* y0, const ConvShape& s) {
+  const int C = s.C, hd = s.hd, K1 = s.K1, G = C / hd, M = s.rows() - (K1 - 1);
+  y2.resize(size_t(M) * C * K1);
+  parallel_for(M, [&](int64_t r) {
+    bf16* dst = y2.data() + size_t(r) * C * K1;
+    for (int g = 0; g < G; ++g)
+      for (int k = 0; k < K1; ++k)
+        convert_to_bf16(y0 + size_t(r + k) * C + size_t(g) * hd, dst + (size_t(g) * K1 + k) * hd, size_t(hd));
+  });
+}
+
+static void taps_weights(std::vector<bf16>& w2, const float* w1, const ConvShape& s) {
+  w2.resize(size_t(s.C) * s.K1 * s.hd);
+  for (int o = 0; o < s.C; ++o)
+    for (int k = 0; k < s.K1; ++k)
+      for (int i = 0; i < s.hd; ++i)
+        w2[(size_t(o) * s.K1 + k) * s.hd + i] = to_bf16(w1[(size_t(o) * s.hd + i) * s.K1 + k]);
+}
+
+static void stage2_forward_bf16(float* out, const float* y0, const float* w1, const ConvShape& s) {
+  const int C = s.C, hd = s.hd, W = s.K1 * hd, G = C / hd, M = s.rows() - (s.K1 - 1);
+  static thread_local std::vector<bf16> y2, w2;
+  taps_copy(y2, y0, s);
+  taps_weights(w2, w1, s);
+  for (int g = 0; g < G; ++g)
+    gemm_bf16(Trans::N, Trans::T, M, hd, W, 1.f, GemmOperand{nullptr, y2.data() + size_t(g) * W, G * W},
+              GemmOperand{nullptr, w2.data() + size_t(g) * hd * W, W}, 0.f, out + size_t(g) * hd, C);
+}
+
+// dw1 += dC_g^T Y2_g per group; dy0 = the taps' dY2 = dC_g W2_g folded back onto their rows.
+static void stage2_backward_bf16(float* dy0, float* dw1, const float* dout, const float* y0, const float* w1,
+                                 const ConvShape& s) {
+  const int C = s.C, hd = s.hd, K1 = s.K1, W = K1 * hd, G = C / hd, rows = s.rows(), M = rows - (K1 - 1);
+  static thread_local std::vector<bf16> y2, w2, d16;
+  static thread_local std::vector<float> dw2, dy2;
+  taps_copy(y2, y0, s);
+  taps_weights(w2, w1, s);
+  d16.resize(size_t(M) * C);
+  convert_to_bf16(dout, d16.data(), d16.size());
+  dw2.resize(size_t(C) * W);
+  dy2.resize(size_t(M) * C * K1);
+  for (int g = 0; g < G; ++g) {
+    const GemmOperand dc{nullptr, d16.data() + size_t(g) * hd, C};
+    gemm_bf16(Trans::T, Trans::N, hd, W, M, 1.f, dc, GemmOperand{nullptr, y2.data() + size_t(g) * W, G * W}, 0.f,
+              dw2.data() + size_t(g) * hd * W, W);
+    gemm_bf16(Trans::N, Trans::N, M, W, hd, 1.f, dc, GemmOperand{nullptr, w2.data() + size_t(g) * hd * W, W}, 0.f,
+              dy2.data() + size_t(g) * W, G * W);
+  }
+  for (int o = 0; o < C; ++o)
+    for (int k = 0; k < K1; ++k)
+      for (int i = 0; i < hd; ++i) dw1[(size_t(o) * hd + i) * K1 + k] += dw2[(size_t(o) * K1 + k) * hd + i];
+  const float* dy2p = dy2.data();  // (inside the region, `dy2` would name each thread's own)
+  parallel_for(rows, [&](int64_t m) {
+    float* d = dy0 + size_t(m) * C;
+    std::fill(d, d + C, 0.f);
+    for (int k = 0; k < K1; ++k) {
+      const int64_t r = m - k;
+      if (r < 0 || r >= M) continue;
+      const float* src = dy2p + size_t(r) * C * K1;
+      for (int g = 0; g < G; ++g)
+        for (int i = 0; i < hd; ++i) d[g * hd + i] += src[(size_t(g) * K1 + k) * hd + i];
+    }
+  });
+}
+
 template <class T>
 void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const T* w0, const T* b0, const T* w1,
                          const T* b1, const ConvShape& s) {
   const int C = s.C, hd = s.hd, K1 = s.K1;
   causal_conv_depthwise(y0, p, halo, w0, b0, s);  // stage 1
+  if constexpr (std::is_same_v<T, float>)
+    if (stage2_bf16()) {
+      stage2_forward_bf16(out, y0, w1, s);
+      return causal_conv_bias(out, b1, s);
+    }
   pack_w1(w1p, w1, s);
   // Stage 2: per group and tap, one GEMM over all rows (rows that straddle batches are junk).
   const int M = s.rows() - (K1 - 1);
@@ -70,21 +152,26 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
   const int Tr = s.rows_per_batch(), C = s.C, hd = s.hd, K0 = s.K0, K1 = s.K1, P = K0 - 1 + K1 - 1;
   const int M = s.rows() - (K1 - 1);
   colsum_product(db1, dout, (const T*)nullptr, s.rows(), C, C, 0);
-  std::memset(dy0, 0, sizeof(T) * size_t(s.rows()) * C);
-  std::memset(dw1p, 0, sizeof(T) * size_t(K1) * C * hd);
-  for (int g = 0; g < C / hd; ++g)
-    for (int k = 0; k < K1; ++k) {
-      const T* dcg = dout + size_t(g) * hd;
-      // dW_k[g] [hd_out, hd_in] += dc_g^T @ y0_g(shifted by k)
-      gemm(Trans::T, Trans::N, hd, hd, M, T(1), dcg, C, y0 + size_t(k) * C + size_t(g) * hd, C, T(1),
-           dw1p + (size_t(k) * C + size_t(g) * hd) * hd, hd);
-      // dy0_g(shifted by k) += dc_g @ W_k[g]
-      gemm(Trans::N, Trans::N, M, hd, hd, T(1), dcg, C, w1p + (size_t(k) * C + size_t(g) * hd) * hd, hd, T(1),
-           dy0 + size_t(k) * C + size_t(g) * hd, C);
-    }
-  for (int k = 0; k < K1; ++k)
-    for (int o = 0; o < C; ++o)
-      for (int i = 0; i < hd; ++i) dw1[(size_t(o) * hd + i) * K1 + k] += dw1p[(size_t(k) * C + o) * hd + i];
+  bool done = false;
+  if constexpr (std::is_same_v<T, float>)
+    if (stage2_bf16()) stage2_backward_bf16(dy0, dw1, dout, y0, w1, s), done = true;
+  if (!done) {
+    std::memset(dy0, 0, sizeof(T) * size_t(s.rows()) * C);
+    std::memset(dw1p, 0, sizeof(T) * size_t(K1) * C * hd);
+    for (int g = 0; g < C / hd; ++g)
+      for (int k = 0; k < K1; ++k) {
+        const T* dcg = dout + size_t(g) * hd;
+        // dW_k[g] [hd_out, hd_in] += dc_g^T @ y0_g(shifted by k)
+        gemm(Trans::T, Trans::N, hd, hd, M, T(1), dcg, C, y0 + size_t(k) * C + size_t(g) * hd, C, T(1),
+             dw1p + (size_t(k) * C + size_t(g) * hd) * hd, hd);
+        // dy0_g(shifted by k) += dc_g @ W_k[g]
+        gemm(Trans::N, Trans::N, M, hd, hd, T(1), dcg, C, w1p + (size_t(k) * C + size_t(g) * hd) * hd, hd, T(1),
+             dy0 + size_t(k) * C + size_t(g) * hd, C);
+      }
+    for (int k = 0; k < K1; ++k)
+      for (int o = 0; o < C; ++o)
+        for (int i = 0; i < hd; ++i) dw1[(size_t(o) * hd + i) * K1 + k] += dw1p[(size_t(k) * C + o) * hd + i];
+  }
   // Stage 1 backward, by rows: each dp / dhalo row gathers the taps that read it (race-free),
   // and each thread sums its rows' dw0/db0 terms, reduced at the end in thread order (the
   // same result for the same thread count). Walking dy0 per channel, strided by C, was
