@@ -129,12 +129,12 @@ TEST(GemmAmx, InPlacePackedKBlocksAndSplitsAgreeWithTheReference) {
 // Attention with its products in bf16 on the AMX kernel (causal row blocks, keys past the
 // diagonal skipped) against the fp32 path: out, lse and the three input gradients within
 // 1.5% normwise (bf16 operands, fp32 softmax and sums), for local attention with GQA and a
-// row count that is no multiple of the 64-row block, and for a context-parallel shard
-// (queries 130.. against 200 gathered keys).
+// row count that is no multiple of the 64-row block, for a context-parallel shard (queries
+// 130.. against 200 gathered keys), and at the demo model's head dim of 32.
 TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
   if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX-BF16";
-  for (auto [Tq, Tk, q0] : {std::tuple{150, 150, 0}, std::tuple{70, 200, 130}}) {
-    const int B = 2, Hq = 4, Hk = 2, hd = 64;
+  for (auto [Tq, Tk, q0, hd] : {std::tuple{150, 150, 0, 64}, std::tuple{70, 200, 130, 64}, std::tuple{100, 100, 0, 32}}) {
+    const int B = 2, Hq = 4, Hk = 2;
     const int ldq = Hq * hd + 8, ldk = Hk * hd, ldo = Hq * hd;
     AttnShape s{B, Tq, Tk, q0, Hq, Hk, hd, ldq, ldk, ldk, ldo};
     const auto q = randn(size_t(B) * Tq * ldq, 31), k = randn(size_t(B) * Tk * ldk, 32);
@@ -166,7 +166,7 @@ TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
                               std::tuple{"dq", &h.dq, &f.dq}, std::tuple{"dk", &h.dk, &f.dk},
                               std::tuple{"dv", &h.dv, &f.dv}}) {
       const double e = rel(*a, *b);
-      EXPECT_LT(e, 0.015) << name << " Tq " << Tq << " Tk " << Tk;
+      EXPECT_LT(e, 0.015) << name << " Tq " << Tq << " Tk " << Tk << " hd " << hd;
       EXPECT_GT(e, 0.0) << name << ": the bf16 path was not taken";
     }
   }

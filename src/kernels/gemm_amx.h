@@ -2,16 +2,19 @@
 // shapes: C[M, N] = alpha op(A)[M, K] op(B)[K, N] + beta C, operands bf16 as stored, fp32
 // accumulation and output.
 //
-// Why not oneDNN: oneDNN 2.6's matmul reaches 0.25-0.45 TFLOP/s of a 2-core Xeon's ~1.2 at
-// zaya1-small's shapes (2048 x 512 x 512 and smaller); most of its time goes to set-up,
-// copies and the threads' split, not to the tile multiplies. Here:
+// Why our own: the trainer's products are small (2048 x 512 x 512 and below, experts of ~256
+// rows, CCA's 64-wide groups with strided outputs) and oneDNN 2.6's matmul spends much of
+// them outside the tile multiplies (bench_gemm_amx: the two engines are within 0.85-1.5x of
+// each other per product, but a zaya1-small bf16 step is 1.2-1.3x faster on this kernel, with
+// no row bucketing, depth padding or output copies). Here:
 //   - op(B) is packed once per call into 16-column panels in the pairs-of-K ("VNNI") order
 //     the tile multiply reads, K padded with zeros to a multiple of 32;
-//   - op(A) is read in place when it is row-major with K a multiple of 32 (the activations'
-//     bf16 copies), else packed (transposed or padded) likewise;
-//   - each thread computes whole 32 x 32 blocks of C (2 x 2 tiles) over all of K, so the sum
-//     order, and so the result, does not depend on the number of threads;
-//   - rows are split between threads, and columns in chunks whose panels stay in L2.
+//   - op(A) is read in place when it is row-major with K a multiple of 32 and rows <= 2 KB
+//     apart (the activations' bf16 copies), else packed tile by tile;
+//   - each thread computes whole 32 x 32 blocks of C (2 x 2 tiles) over K in blocks of 2048,
+//     loads ordered as oneDNN orders them, the previous block written out while the next
+//     multiplies; the sum order, and so the result, does not depend on the thread count;
+//   - rows are split between threads when A is the larger operand, else columns.
 #pragma once
 #include "core/bf16.h"
 #include "kernels/gemm.h"
