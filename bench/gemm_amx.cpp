@@ -3,7 +3,7 @@
 // three layouts training uses: forward x W^T (nt), backward dX = dY W (nn), dW = dY^T X (tn).
 // Median of --reps calls after 2 warm-up calls, each engine's calls interleaved with the other's.
 //
-// Usage: build/bench_gemm_amx [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--attention]
+// Usage: build/bench_gemm_amx [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--beta B] [--attention]
 // (@LDA: A stored with that leading dimension, as the trainer's strided operands are)
 // Default shapes: zaya1-small at B*T = 2048 (projections, experts at ~256 rows, LM head).
 // --attention: one layer of zaya1-small's attention, forward and backward, fp32 against bf16.
@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   maybe_reexec_for_blas_core(argv);  // OpenBLAS's AVX-512 kernels for the fp32 side, as in zaya
   int threads = omp_get_max_threads(), reps = 20;
   bool attention = false;
+  float beta = 0.f;  // 1: accumulate into C, as the dW products do
   std::string shapes = "2048x512x512,2048x256x512,2048x128x512,2048x512x256,256x1024x512,256x512x512,2048x8192x512";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -111,8 +112,10 @@ int main(int argc, char** argv) {
       shapes = argv[++i];
     else if (a == "--attention")
       attention = true;
+    else if (a == "--beta" && i + 1 < argc)
+      beta = float(std::atof(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--attention]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--beta B] [--attention]\n", argv[0]);
       return 2;
     }
   }
@@ -142,11 +145,11 @@ int main(int argc, char** argv) {
       std::vector<double> t_amx, t_dnnl;
       for (int r = 0; r < reps + 2; ++r) {
         double t0 = now();
-        gemm_amx_bf16(ta, tb, s.M, s.N, s.K, 1.f, A.data(), lda, B.data(), ldb, 0.f, C1.data(), s.N);
+        gemm_amx_bf16(ta, tb, s.M, s.N, s.K, 1.f, A.data(), lda, B.data(), ldb, beta, C1.data(), s.N);
         double t1 = now();
         gemm_settings().engine = GemmEngine::OneDNN;
         gemm_bf16(ta, tb, s.M, s.N, s.K, 1.f, GemmOperand{nullptr, A.data(), int(lda)},
-                  GemmOperand{nullptr, B.data(), int(ldb)}, 0.f, C2.data(), s.N);
+                  GemmOperand{nullptr, B.data(), int(ldb)}, beta, C2.data(), s.N);
         gemm_settings().engine = GemmEngine::Auto;
         double t2 = now();
         if (r >= 2) t_amx.push_back(t1 - t0), t_dnnl.push_back(t2 - t1);

@@ -182,6 +182,12 @@ ZAYA_AMX void tile_block(ARows a0, ARows a1, const bf16* b0, const bf16* b1, int
   if constexpr (RM > 1) _tile_zero(2);
   if constexpr (RM > 1 && RN > 1) _tile_zero(3);
   const int per_chunk = ceil_div(prev.rows, kc1 - kc0);
+  // The rows of C that block will read (beta != 0) or write: fetched now, written during the
+  // multiplies below (a large C, as the LM head's dW, is not in cache: 0.66x oneDNN without).
+  for (int r = 0; r < prev.rows; ++r) {
+    _mm_prefetch((const char*)(prev.C + size_t(r) * prev.ldc), _MM_HINT_T0);
+    _mm_prefetch((const char*)(prev.C + size_t(r) * prev.ldc + 16), _MM_HINT_T0);
+  }
   for (int kc = kc0; kc < kc1; ++kc) {
     // oneDNN's order: tiles are not renamed, so a load waits for the multiplies still reading
     // the tile it overwrites; A1 is loaded once A0's first multiply is under way.
