@@ -147,7 +147,7 @@ static OpCase conv_row(bool with_halo) {
 }
 
 // Attention with GQA (Hq 4, Hk 2), strided q inside a packed row, and a shard offset.
-// Tq 4: the direct path (attention_forward_group, decode); Tq 6: the BLAS path.
+// Tq 4: the direct path (attention_forward_group, decode); Tq 6 and 70: the BLAS path.
 template <class T>
 static OpCase attention_row(int Tq, int q_pos0) {
   const AttnShape a{2, Tq, Tq + q_pos0, q_pos0, 4, 2, 3, 20, 6, 6, 12};
@@ -657,7 +657,8 @@ static std::vector<OpCase> op_table() {
                  }});
   ops.push_back(conv_row<double>(false));
   ops.push_back(conv_row<double>(true));
-  for (auto [Tq, q_pos0] : {std::pair{4, 0}, std::pair{4, 3}, std::pair{6, 2}})
+  // Tq 70: two causal row blocks (kAttnRowBlock 64), the second one short, with a shard offset.
+  for (auto [Tq, q_pos0] : {std::pair{4, 0}, std::pair{4, 3}, std::pair{6, 2}, std::pair{70, 5}})
     ops.push_back(attention_row<double>(Tq, q_pos0));
   // Sub-layers: T 5 and 6 run attention's BLAS path, the shards' 4 rows its direct path.
   ops.push_back(cca_row<double>(2, 5, 0));

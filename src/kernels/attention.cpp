@@ -26,11 +26,12 @@ static T softmax_row(T* row, int n) {
   return m + std::log(sum);
 }
 
-// S = scale * Q K^T over the causal window, then rows turned into probabilities using
-// either a fresh max/sum (forward: writes lse) or a saved lse (backward).
+// Rows [t0, t1) of S = scale * Q K^T (row stride Tk, columns < ncols computed) turned into
+// probabilities using either a fresh max/sum (forward: writes lse) or a saved lse
+// (backward). Columns past a row's causal window, up to ncols, are zeroed.
 template <class T>
-static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s) {
-  for (int t = 0; t < s.Tq; ++t) {
+static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s, int t0, int t1, int ncols) {
+  for (int t = t0; t < t1; ++t) {
     T* row = S + size_t(t) * s.Tk;
     const int last = std::min(s.Tk - 1, s.q_pos0 + t);  // keys 0..last are visible
     if constexpr (std::is_same_v<T, float>) {  // vector expf (kernels/vec_math.h)
@@ -47,9 +48,14 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s)
       const T l = lse_row[t];
       for (int u = 0; u <= last; ++u) row[u] = std::exp(row[u] - l);
     }
-    for (int u = last + 1; u < s.Tk; ++u) row[u] = 0;
+    for (int u = last + 1; u < ncols; ++u) row[u] = 0;
   }
 }
+
+// Causal blocking: query rows go in blocks of kAttnRowBlock (attention_amx.h), and a block's
+// products stop at the last key any of its rows sees, so the masked upper triangle is mostly
+// not computed (at T = 256, 62.5% of the full T x T work).
+static int visible_keys(const AttnShape& s, int t0, int rows) { return std::min(s.Tk, s.q_pos0 + t0 + rows); }
 
 template <class T>
 void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int g,
@@ -114,10 +120,14 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
       const T* qb = q + size_t(b) * s.Tq * lq + size_t(j) * s.hd;
       const T* kb = k + s.kv_offset(b, g, lk);
       const T* vb = v + s.kv_offset(b, g, lv);
-      gemm_serial(Trans::N, Trans::T, s.Tq, s.Tk, s.hd, scale, qb, lq, kb, lk, T(0), S, s.Tk);
-      scores_to_probs(S, lse + (size_t(b) * s.Hq + j) * s.Tq, false, s);
-      gemm_serial(Trans::N, Trans::N, s.Tq, s.hd, s.Tk, T(1), S, s.Tk, vb, lv, T(0),
-                  out + size_t(b) * s.Tq * lo + size_t(j) * s.hd, lo);
+      T* ob = out + size_t(b) * s.Tq * lo + size_t(j) * s.hd;
+      for (int t0 = 0; t0 < s.Tq; t0 += kAttnRowBlock) {
+        const int rows = std::min(kAttnRowBlock, s.Tq - t0), nk = visible_keys(s, t0, rows);
+        T* Sb = S + size_t(t0) * s.Tk;
+        gemm_serial(Trans::N, Trans::T, rows, nk, s.hd, scale, qb + size_t(t0) * lq, lq, kb, lk, T(0), Sb, s.Tk);
+        scores_to_probs(S, lse + (size_t(b) * s.Hq + j) * s.Tq, false, s, t0, t0 + rows, nk);
+        gemm_serial(Trans::N, Trans::N, rows, s.hd, nk, T(1), Sb, s.Tk, vb, lv, T(0), ob + size_t(t0) * lo, lo);
+      }
     }
 }
 
@@ -141,24 +151,32 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
       for (int j = g * G; j < (g + 1) * G; ++j) {
         const size_t qoff = size_t(b) * s.Tq * lq + size_t(j) * s.hd;
         const size_t ooff = size_t(b) * s.Tq * lo + size_t(j) * s.hd;
-        gemm_serial(Trans::N, Trans::T, s.Tq, s.Tk, s.hd, scale, q + qoff, lq, kb, lk, T(0), P, s.Tk);
-        scores_to_probs(P, const_cast<T*>(lse) + (size_t(b) * s.Hq + j) * s.Tq, true, s);
-        // dP = dO V^T;  dS = P * (dP - rowdot(dO, O))
-        gemm_serial(Trans::N, Trans::T, s.Tq, s.Tk, s.hd, T(1), dout + ooff, lo, vb, lv, T(0), dP, s.Tk);
-        for (int t = 0; t < s.Tq; ++t) {
-          const T* o = out + ooff + size_t(t) * lo;
-          const T* go = dout + ooff + size_t(t) * lo;
-          T Dt = 0;
-          for (int d = 0; d < s.hd; ++d) Dt += o[d] * go[d];
-          const T* pr = P + size_t(t) * s.Tk;
-          T* dr = dP + size_t(t) * s.Tk;
+        T* lse_j = const_cast<T*>(lse) + (size_t(b) * s.Hq + j) * s.Tq;
+        for (int t0 = 0; t0 < s.Tq; t0 += kAttnRowBlock) {
+          const int rows = std::min(kAttnRowBlock, s.Tq - t0), nk = visible_keys(s, t0, rows);
+          T* Pb = P + size_t(t0) * s.Tk;
+          T* dSb = dP + size_t(t0) * s.Tk;
+          const T* qr = q + qoff + size_t(t0) * lq;
+          const T* gr = dout + ooff + size_t(t0) * lo;
+          gemm_serial(Trans::N, Trans::T, rows, nk, s.hd, scale, qr, lq, kb, lk, T(0), Pb, s.Tk);
+          scores_to_probs(P, lse_j, true, s, t0, t0 + rows, nk);
+          // dP = dO V^T;  dS = P * (dP - rowdot(dO, O))
+          gemm_serial(Trans::N, Trans::T, rows, nk, s.hd, T(1), gr, lo, vb, lv, T(0), dSb, s.Tk);
+          for (int t = 0; t < rows; ++t) {
+            const T* o = out + ooff + size_t(t0 + t) * lo;
+            const T* go = gr + size_t(t) * lo;
+            T Dt = 0;
+            for (int d = 0; d < s.hd; ++d) Dt += o[d] * go[d];
+            const T* pr = Pb + size_t(t) * s.Tk;
+            T* dr = dSb + size_t(t) * s.Tk;
 #pragma omp simd
-          for (int u = 0; u < s.Tk; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+            for (int u = 0; u < nk; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+          }
+          // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q (keys < nk only)
+          gemm_serial(Trans::T, Trans::N, nk, s.hd, rows, T(1), Pb, s.Tk, gr, lo, T(1), dvb, lv);
+          gemm_serial(Trans::N, Trans::N, rows, s.hd, nk, scale, dSb, s.Tk, kb, lk, T(1), dq + qoff + size_t(t0) * lq, lq);
+          gemm_serial(Trans::T, Trans::N, nk, s.hd, rows, scale, dSb, s.Tk, qr, lq, T(1), dkb, lk);
         }
-        // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q
-        gemm_serial(Trans::T, Trans::N, s.Tk, s.hd, s.Tq, T(1), P, s.Tk, dout + ooff, lo, T(1), dvb, lv);
-        gemm_serial(Trans::N, Trans::N, s.Tq, s.hd, s.Tk, scale, dP, s.Tk, kb, lk, T(1), dq + qoff, lq);
-        gemm_serial(Trans::T, Trans::N, s.Tk, s.hd, s.Tq, scale, dP, s.Tk, q + qoff, lq, T(1), dkb, lk);
       }
     }
 }
