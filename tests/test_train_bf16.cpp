@@ -67,11 +67,18 @@ void reference(Trans ta, Trans tb, int M, int N, int K, float alpha, const std::
 
 }  // namespace
 
+// ||a - b|| / ||b||.
+static double normwise_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
+  return std::sqrt(d / (n + 1e-30));
+}
+
 // Checks one bf16 product of `engine` against the double reference: every element within
 // `bound` x (sum of |terms|) of the exact product of the bf16 operands, and nothing written
 // past N in C's rows.
-void check_bf16_product(GemmEngine engine, Trans ta, Trans tb, int M, int N, int K, int lda, int ldb, int ldc,
-                        float beta, double bound) {
+static void check_bf16_product(GemmEngine engine, Trans ta, Trans tb, int M, int N, int K, int lda, int ldb,
+                               int ldc, float beta, double bound) {
   const auto A = randn(size_t(ta == Trans::N ? M : K) * lda, 1 + M);
   const auto B = randn(size_t(tb == Trans::N ? K : N) * ldb, 2 + N);
   auto C = randn(size_t(M) * ldc, 3 + K);
@@ -157,15 +164,10 @@ TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
       PrecisionScope scope(GemmPrecision::BF16);
       ASSERT_TRUE(attention_bf16_on());
     }
-    auto rel = [](const std::vector<float>& a, const std::vector<float>& b) {
-      double d = 0, n = 0;
-      for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
-      return std::sqrt(d / (n + 1e-30));
-    };
     for (auto [name, a, b] : {std::tuple{"out", &h.out, &f.out}, std::tuple{"lse", &h.lse, &f.lse},
                               std::tuple{"dq", &h.dq, &f.dq}, std::tuple{"dk", &h.dk, &f.dk},
                               std::tuple{"dv", &h.dv, &f.dv}}) {
-      const double e = rel(*a, *b);
+      const double e = normwise_rel(*a, *b);
       EXPECT_LT(e, 0.015) << name << " Tq " << Tq << " Tk " << Tk << " hd " << hd;
       EXPECT_GT(e, 0.0) << name << ": the bf16 path was not taken";
     }
@@ -205,16 +207,11 @@ TEST(ConvBf16, MatchesFp32WithinBf16Rounding) {
       return r;
     };
     const Result f = run(GemmPrecision::F32), h = run(GemmPrecision::BF16);
-    auto rel = [](const std::vector<float>& a, const std::vector<float>& b) {
-      double d = 0, n = 0;
-      for (size_t i = 0; i < a.size(); ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
-      return std::sqrt(d / (n + 1e-30));
-    };
     for (auto [name, a, b] : {std::tuple{"out", &h.out, &f.out}, std::tuple{"dp", &h.dp, &f.dp},
                               std::tuple{"dw0", &h.dw0, &f.dw0}, std::tuple{"dw1", &h.dw1, &f.dw1},
                               std::tuple{"dhalo", &h.dhalo, &f.dhalo}}) {
       if (!with_halo && std::string(name) == "dhalo") continue;
-      const double e = rel(*a, *b);
+      const double e = normwise_rel(*a, *b);
       EXPECT_LT(e, 0.015) << name << " K1 " << s.K1;
       EXPECT_GT(e, 0.0) << name << ": the bf16 products were not used";
     }

@@ -45,8 +45,12 @@ struct Scratch {
     p16.resize(p.size()), ds16.resize(p.size());
   }
 };
-Scratch& scratch() {
+// This thread's scratch, sized for s, holding (batch b, KV head g)'s K and V in bf16.
+Scratch& group_scratch(const float* k, const float* v, const AttnShape& s, int b, int g) {
   static thread_local Scratch sc;
+  sc.size(s);
+  round_rows(sc.k16.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, s.hd, s.ldk);
+  round_rows(sc.v16.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, s.hd, s.ldv);
   return sc;
 }
 
@@ -59,10 +63,7 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
     for (int g = 0; g < s.Hk; ++g) {
-      Scratch& sc = scratch();
-      sc.size(s);
-      round_rows(sc.k16.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
-      round_rows(sc.v16.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
+      Scratch& sc = group_scratch(k, v, s, b, g);
       for (int j = g * G; j < (g + 1) * G; ++j) {
         round_rows(sc.q16.data(), q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd, s.Tq, hd, s.ldq);
         float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
@@ -96,10 +97,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
     for (int g = 0; g < s.Hk; ++g) {
-      Scratch& sc = scratch();
-      sc.size(s);
-      round_rows(sc.k16.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
-      round_rows(sc.v16.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
+      Scratch& sc = group_scratch(k, v, s, b, g);
       float* dkb = dk + s.kv_offset(b, g, s.ldk);
       float* dvb = dv + s.kv_offset(b, g, s.ldv);
       for (int j = g * G; j < (g + 1) * G; ++j) {
