@@ -57,9 +57,8 @@ const char* gemm_engine_name(GemmEngine e) {
 }
 const char* gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::BF16 ? "bf16" : "fp32"; }
 
-// Measured on the development machine (AMD EPYC, 2 cores, AVX-512 + AVX512-BF16), see
-// README "GEMM engines": OpenBLAS sgemm beats oneDNN fp32 on the model's shapes, and
-// OpenBLAS has no bf16 GEMM, so bf16 goes to oneDNN.
+// Measured (README "GEMM engines"): OpenBLAS sgemm beats oneDNN fp32 on the model's shapes;
+// OpenBLAS has no bf16 GEMM, so bf16 goes to our AMX kernel where the CPU has AMX, else oneDNN.
 static Bf16Mirror g_mirror;
 void gemm_set_bf16_mirror(const Bf16Mirror& m) { g_mirror = m; }
 const Bf16Mirror& gemm_bf16_mirror() { return g_mirror; }
@@ -418,7 +417,8 @@ std::string gemm_runtime_info() {
              v->minor, ".", v->patch, "; threads=", omp_get_max_threads(), "; cpu: avx2=", f.avx2,
              " avx512f=", f.avx512f, " avx512_bf16=", f.avx512_bf16, " amx_bf16=", f.amx_bf16,
              "; fp32 engine=", gemm_engine_name(gemm_resolve(GemmPrecision::F32)),
-             ", bf16 engine=", bf16_gemm_supported() ? "onednn" : "unavailable (fp32 fallback)");
+             ", bf16 engine=",
+             bf16_gemm_supported() ? gemm_engine_name(gemm_resolve(GemmPrecision::BF16)) : "unavailable (fp32 fallback)");
 }
 
 }  // namespace zaya
