@@ -54,89 +54,91 @@ Scratch& group_scratch(const float* k, const float* v, const AttnShape& s, int b
   return sc;
 }
 
+// f(b, g, scratch) for every (batch, KV head) pair, split over the threads: each pair's G
+// query heads share its K and V (rounded once) and accumulate dK/dV race-free.
+template <class F>
+void for_each_group(const float* k, const float* v, const AttnShape& s, F&& f) {
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < s.B; ++b)
+    for (int g = 0; g < s.Hk; ++g) f(b, g, group_scratch(k, v, s, b, g));
+}
+
 }  // namespace
 
 void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
                             const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd;
   const float scale = 1.f / std::sqrt(float(hd));
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int b = 0; b < s.B; ++b)
-    for (int g = 0; g < s.Hk; ++g) {
-      Scratch& sc = group_scratch(k, v, s, b, g);
-      for (int j = g * G; j < (g + 1) * G; ++j) {
-        round_rows(sc.q16.data(), q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd, s.Tq, hd, s.ldq);
-        float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
-        for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
-          const RowBlock rb = row_block(s, r0);
-          const int rows = rb.r1 - rb.r0, n = rb.keys;
-          float* S = sc.p.data();
-          gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, scale, sc.q16.data() + size_t(r0) * hd, hd, sc.k16.data(), hd,
-                        0.f, S, n);
-          for (int i = 0; i < rows; ++i) {
-            float* row = S + size_t(i) * n;
-            const int seen = last_key(s, r0 + i) + 1;
-            const float m = row_max(row, seen), sum = row_sum_exp(row, seen, m);
-            row_exp_scale(row, row, seen, m, 1.f / sum);
-            std::fill(row + seen, row + n, 0.f);
-            lse_j[r0 + i] = m + std::log(sum);
-          }
-          convert_to_bf16(S, sc.p16.data(), size_t(rows) * n);
-          gemm_amx_bf16(Trans::N, Trans::N, rows, hd, n, 1.f, sc.p16.data(), n, sc.v16.data(), hd, 0.f,
-                        out + (size_t(b) * s.Tq + r0) * s.ldo + size_t(j) * hd, s.ldo);
+  for_each_group(k, v, s, [&](int b, int g, Scratch& sc) {
+    for (int j = g * G; j < (g + 1) * G; ++j) {
+      round_rows(sc.q16.data(), q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd, s.Tq, hd, s.ldq);
+      float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+      for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
+        const RowBlock rb = row_block(s, r0);
+        const int rows = rb.r1 - rb.r0, n = rb.keys;
+        float* S = sc.p.data();
+        gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, scale, sc.q16.data() + size_t(r0) * hd, hd, sc.k16.data(), hd,
+                      0.f, S, n);
+        for (int i = 0; i < rows; ++i) {
+          float* row = S + size_t(i) * n;
+          const int seen = last_key(s, r0 + i) + 1;
+          const float m = row_max(row, seen), sum = row_sum_exp(row, seen, m);
+          row_exp_scale(row, row, seen, m, 1.f / sum);
+          std::fill(row + seen, row + n, 0.f);
+          lse_j[r0 + i] = m + std::log(sum);
         }
+        convert_to_bf16(S, sc.p16.data(), size_t(rows) * n);
+        gemm_amx_bf16(Trans::N, Trans::N, rows, hd, n, 1.f, sc.p16.data(), n, sc.v16.data(), hd, 0.f,
+                      out + (size_t(b) * s.Tq + r0) * s.ldo + size_t(j) * hd, s.ldo);
       }
     }
+  });
 }
 
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                              const float* q, const float* k, const float* v, const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd;
   const float scale = 1.f / std::sqrt(float(hd));
-  // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int b = 0; b < s.B; ++b)
-    for (int g = 0; g < s.Hk; ++g) {
-      Scratch& sc = group_scratch(k, v, s, b, g);
-      float* dkb = dk + s.kv_offset(b, g, s.ldk);
-      float* dvb = dv + s.kv_offset(b, g, s.ldv);
-      for (int j = g * G; j < (g + 1) * G; ++j) {
-        const size_t qoff = size_t(b) * s.Tq * s.ldq + size_t(j) * hd, ooff = size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
-        round_rows(sc.q16.data(), q + qoff, s.Tq, hd, s.ldq);
-        round_rows(sc.do16.data(), dout + ooff, s.Tq, hd, s.ldo);
-        const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
-        for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
-          const RowBlock rb = row_block(s, r0);
-          const int rows = rb.r1 - rb.r0, n = rb.keys;
-          const bf16* qb = sc.q16.data() + size_t(r0) * hd;
-          const bf16* dob = sc.do16.data() + size_t(r0) * hd;
-          float *P = sc.p.data(), *dP = sc.dp.data();
-          // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
-          gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, scale, qb, hd, sc.k16.data(), hd, 0.f, P, n);
-          gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, 1.f, dob, hd, sc.v16.data(), hd, 0.f, dP, n);
-          for (int i = 0; i < rows; ++i) {
-            const int t = r0 + i, seen = last_key(s, t) + 1;
-            float* pr = P + size_t(i) * n;
-            float* dr = dP + size_t(i) * n;
-            row_exp_scale(pr, pr, seen, lse_j[t], 1.f);
-            const float* o = out + ooff + size_t(t) * s.ldo;
-            const float* go = dout + ooff + size_t(t) * s.ldo;
-            float Dt = 0;
-            for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
-            for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
-            std::fill(pr + seen, pr + n, 0.f);
-            std::fill(dr + seen, dr + n, 0.f);
-          }
-          convert_to_bf16(P, sc.p16.data(), size_t(rows) * n);
-          convert_to_bf16(dP, sc.ds16.data(), size_t(rows) * n);
-          // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q  (keys [0, n) only)
-          gemm_amx_bf16(Trans::T, Trans::N, n, hd, rows, 1.f, sc.p16.data(), n, dob, hd, 1.f, dvb, s.ldv);
-          gemm_amx_bf16(Trans::N, Trans::N, rows, hd, n, scale, sc.ds16.data(), n, sc.k16.data(), hd, 1.f,
-                        dq + qoff + size_t(r0) * s.ldq, s.ldq);
-          gemm_amx_bf16(Trans::T, Trans::N, n, hd, rows, scale, sc.ds16.data(), n, qb, hd, 1.f, dkb, s.ldk);
+  for_each_group(k, v, s, [&](int b, int g, Scratch& sc) {
+    float* dkb = dk + s.kv_offset(b, g, s.ldk);
+    float* dvb = dv + s.kv_offset(b, g, s.ldv);
+    for (int j = g * G; j < (g + 1) * G; ++j) {
+      const size_t qoff = size_t(b) * s.Tq * s.ldq + size_t(j) * hd, ooff = size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
+      round_rows(sc.q16.data(), q + qoff, s.Tq, hd, s.ldq);
+      round_rows(sc.do16.data(), dout + ooff, s.Tq, hd, s.ldo);
+      const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+      for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
+        const RowBlock rb = row_block(s, r0);
+        const int rows = rb.r1 - rb.r0, n = rb.keys;
+        const bf16* qb = sc.q16.data() + size_t(r0) * hd;
+        const bf16* dob = sc.do16.data() + size_t(r0) * hd;
+        float *P = sc.p.data(), *dP = sc.dp.data();
+        // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
+        gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, scale, qb, hd, sc.k16.data(), hd, 0.f, P, n);
+        gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, 1.f, dob, hd, sc.v16.data(), hd, 0.f, dP, n);
+        for (int i = 0; i < rows; ++i) {
+          const int t = r0 + i, seen = last_key(s, t) + 1;
+          float* pr = P + size_t(i) * n;
+          float* dr = dP + size_t(i) * n;
+          row_exp_scale(pr, pr, seen, lse_j[t], 1.f);
+          const float* o = out + ooff + size_t(t) * s.ldo;
+          const float* go = dout + ooff + size_t(t) * s.ldo;
+          float Dt = 0;
+          for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
+          for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+          std::fill(pr + seen, pr + n, 0.f);
+          std::fill(dr + seen, dr + n, 0.f);
         }
+        convert_to_bf16(P, sc.p16.data(), size_t(rows) * n);
+        convert_to_bf16(dP, sc.ds16.data(), size_t(rows) * n);
+        // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q  (keys [0, n) only)
+        gemm_amx_bf16(Trans::T, Trans::N, n, hd, rows, 1.f, sc.p16.data(), n, dob, hd, 1.f, dvb, s.ldv);
+        gemm_amx_bf16(Trans::N, Trans::N, rows, hd, n, scale, sc.ds16.data(), n, sc.k16.data(), hd, 1.f,
+                      dq + qoff + size_t(r0) * s.ldq, s.ldq);
+        gemm_amx_bf16(Trans::T, Trans::N, n, hd, rows, scale, sc.ds16.data(), n, qb, hd, 1.f, dkb, s.ldk);
       }
     }
+  });
 }
 
 }  // namespace zaya
