@@ -102,8 +102,8 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 bool bf16_gemm_supported();
 // y[M, N] = x[M, K] W[N, K]^T (+ beta y) with W bf16 as stored (memory-mapped weights used in
-// place, never converted), x rounded to bf16, fp32 accumulation, on oneDNN, which picks AMX
-// or AVX512-BF16 at run time. Needs bf16_gemm_supported().
+// place, never converted), x rounded to bf16, fp32 accumulation, on the bf16 engine (the AMX
+// kernel, or oneDNN's AVX512-BF16 matmul). Needs bf16_gemm_supported().
 void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16* W, float beta, float* y, int ldy);
 
 // OpenBLAS's SkylakeX (AVX-512) kernels are the fastest on our AVX-512 AMD EPYC machines

@@ -5,7 +5,7 @@
 //   x block under it, scaled by both scales: AVX-512 VNNI (vpdpbusd) where the CPU has it,
 //   a portable loop with the same integer sums otherwise (chosen at run time).
 //   Prefill (M >= 16, where the CPU has AVX512-BF16 or AMX): W is dequantized a tile of rows
-//   at a time into bf16 and multiplied on oneDNN's bf16 GEMM (the matrix units).
+//   at a time into bf16 and multiplied on the bf16 GEMM (gemm_bf16_weights: the matrix units).
 #pragma once
 #include <cstdint>
 #include <vector>
