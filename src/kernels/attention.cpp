@@ -52,11 +52,6 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s,
   }
 }
 
-// Causal blocking: query rows go in blocks of kAttnRowBlock (attention_amx.h), and a block's
-// products stop at the last key any of its rows sees, so the masked upper triangle is mostly
-// not computed (at T = 256, 62.5% of the full T x T work).
-static int visible_keys(const AttnShape& s, int t0, int rows) { return std::min(s.Tk, s.q_pos0 + t0 + rows); }
-
 template <class T>
 void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int g,
                              T* S) {
@@ -122,7 +117,7 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
       const T* vb = v + s.kv_offset(b, g, lv);
       T* ob = out + size_t(b) * s.Tq * lo + size_t(j) * s.hd;
       for (int t0 = 0; t0 < s.Tq; t0 += kAttnRowBlock) {
-        const int rows = std::min(kAttnRowBlock, s.Tq - t0), nk = visible_keys(s, t0, rows);
+        const int rows = std::min(kAttnRowBlock, s.Tq - t0), nk = attn_block_keys(s, t0, rows);
         T* Sb = S + size_t(t0) * s.Tk;
         gemm_serial(Trans::N, Trans::T, rows, nk, s.hd, scale, qb + size_t(t0) * lq, lq, kb, lk, T(0), Sb, s.Tk);
         scores_to_probs(S, lse + (size_t(b) * s.Hq + j) * s.Tq, false, s, t0, t0 + rows, nk);
@@ -153,7 +148,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
         const size_t ooff = size_t(b) * s.Tq * lo + size_t(j) * s.hd;
         T* lse_j = const_cast<T*>(lse) + (size_t(b) * s.Hq + j) * s.Tq;
         for (int t0 = 0; t0 < s.Tq; t0 += kAttnRowBlock) {
-          const int rows = std::min(kAttnRowBlock, s.Tq - t0), nk = visible_keys(s, t0, rows);
+          const int rows = std::min(kAttnRowBlock, s.Tq - t0), nk = attn_block_keys(s, t0, rows);
           T* Pb = P + size_t(t0) * s.Tk;
           T* dSb = dP + size_t(t0) * s.Tk;
           const T* qr = q + qoff + size_t(t0) * lq;

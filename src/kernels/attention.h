@@ -42,6 +42,10 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
 // times). scratch: G * Tk elements. attention_forward uses it when Tq <= kDirectAttnRows;
 // decode splits the (b, g) pairs over its team.
 constexpr int kDirectAttnRows = 4;
+// Causal row blocks (the BLAS and AMX paths): query rows in blocks of kAttnRowBlock, each
+// block's products stopping at the last key one of its rows sees, keys [0, attn_block_keys).
+constexpr int kAttnRowBlock = 64;
+inline int attn_block_keys(const AttnShape& s, int t0, int rows) { return std::min(s.Tk, s.q_pos0 + t0 + rows); }
 template <class T>
 void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int g,
                              T* scratch);

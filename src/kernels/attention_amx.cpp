@@ -24,14 +24,6 @@ void round_rows(bf16* dst, const float* src, int rows, int hd, int ld) {
   for (int r = 0; r < rows; ++r) convert_to_bf16(src + size_t(r) * ld, dst + size_t(r) * hd, size_t(hd));
 }
 
-// The query rows [r0, r1) of a head and the keys they see: [0, keys).
-struct RowBlock {
-  int r0, r1, keys;
-};
-RowBlock row_block(const AttnShape& s, int r0) {
-  const int r1 = std::min(s.Tq, r0 + kAttnRowBlock);
-  return {r0, r1, std::min(s.Tk, s.q_pos0 + r1)};
-}
 int last_key(const AttnShape& s, int t) { return std::min(s.Tk - 1, s.q_pos0 + t); }
 
 // Per-thread buffers: the head's bf16 operands and one block's scores.
@@ -74,8 +66,7 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
       round_rows(sc.q16.data(), q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd, s.Tq, hd, s.ldq);
       float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
       for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
-        const RowBlock rb = row_block(s, r0);
-        const int rows = rb.r1 - rb.r0, n = rb.keys;
+        const int rows = std::min(kAttnRowBlock, s.Tq - r0), n = attn_block_keys(s, r0, rows);
         float* S = sc.p.data();
         gemm_amx_bf16(Trans::N, Trans::T, rows, n, hd, scale, sc.q16.data() + size_t(r0) * hd, hd, sc.k16.data(), hd,
                       0.f, S, n);
@@ -108,8 +99,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
       round_rows(sc.do16.data(), dout + ooff, s.Tq, hd, s.ldo);
       const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
       for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
-        const RowBlock rb = row_block(s, r0);
-        const int rows = rb.r1 - rb.r0, n = rb.keys;
+        const int rows = std::min(kAttnRowBlock, s.Tq - r0), n = attn_block_keys(s, r0, rows);
         const bf16* qb = sc.q16.data() + size_t(r0) * hd;
         const bf16* dob = sc.do16.data() + size_t(r0) * hd;
         float *P = sc.p.data(), *dP = sc.dp.data();

@@ -10,7 +10,6 @@
 
 namespace zaya {
 
-constexpr int kAttnRowBlock = 64;
 
 // bf16 products selected (gemm_settings().precision) and resolved to the AMX kernel.
 bool attention_bf16_on();

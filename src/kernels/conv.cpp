@@ -112,16 +112,26 @@ static void stage2_backward_bf16(float* dy0, float* dw1, const float* dout, cons
   });
 }
 
+// Stage 2 in bf16 when bf16 products are on (fp32 models only); false: the caller does it.
+template <class T>
+static bool try_stage2_forward_bf16(T* out, const T* y0, const T* w1, const ConvShape& s) {
+  if constexpr (std::is_same_v<T, float>)
+    if (stage2_bf16()) return stage2_forward_bf16(out, y0, w1, s), true;
+  return false;
+}
+template <class T>
+static bool try_stage2_backward_bf16(T* dy0, T* dw1, const T* dout, const T* y0, const T* w1, const ConvShape& s) {
+  if constexpr (std::is_same_v<T, float>)
+    if (stage2_bf16()) return stage2_backward_bf16(dy0, dw1, dout, y0, w1, s), true;
+  return false;
+}
+
 template <class T>
 void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const T* w0, const T* b0, const T* w1,
                          const T* b1, const ConvShape& s) {
   const int C = s.C, hd = s.hd, K1 = s.K1;
   causal_conv_depthwise(y0, p, halo, w0, b0, s);  // stage 1
-  if constexpr (std::is_same_v<T, float>)
-    if (stage2_bf16()) {
-      stage2_forward_bf16(out, y0, w1, s);
-      return causal_conv_bias(out, b1, s);
-    }
+  if (try_stage2_forward_bf16(out, y0, w1, s)) return causal_conv_bias(out, b1, s);
   pack_w1(w1p, w1, s);
   // Stage 2: per group and tap, one GEMM over all rows (rows that straddle batches are junk).
   const int M = s.rows() - (K1 - 1);
@@ -152,10 +162,7 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
   const int Tr = s.rows_per_batch(), C = s.C, hd = s.hd, K0 = s.K0, K1 = s.K1, P = K0 - 1 + K1 - 1;
   const int M = s.rows() - (K1 - 1);
   colsum_product(db1, dout, (const T*)nullptr, s.rows(), C, C, 0);
-  bool done = false;
-  if constexpr (std::is_same_v<T, float>)
-    if (stage2_bf16()) stage2_backward_bf16(dy0, dw1, dout, y0, w1, s), done = true;
-  if (!done) {
+  if (!try_stage2_backward_bf16(dy0, dw1, dout, y0, w1, s)) {
     std::memset(dy0, 0, sizeof(T) * size_t(s.rows()) * C);
     std::memset(dw1p, 0, sizeof(T) * size_t(K1) * C * hd);
     for (int g = 0; g < C / hd; ++g)

@@ -212,14 +212,12 @@ ZAYA_AMX void tile_block(ARows a0, ARows a1, const bf16* b0, const bf16* b1, int
 struct Job {
   int M, N, MT, NT, MP, NP, kchunks, chunk_panels, packed_tiles, first_packed;
   Operand a, b;
-  const bf16* A;
-  long lda;
   bf16 *bpd, *apd;
   float alpha, beta;
   float* C;
   long ldc;
   ARows arows(int mt) const {
-    if (mt < first_packed) return {A + size_t(mt) * kTile * lda, kChunk, lda * 2};
+    if (mt < first_packed) return {a.x + size_t(mt) * kTile * a.ld, kChunk, a.ld * 2};
     return {apd + size_t(mt - first_packed) * kchunks * kPanel, kPanel, 64};
   }
 };
@@ -320,7 +318,7 @@ void gemm_amx_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const b
   j.MP = ceil_div(j.MT, 2), j.NP = ceil_div(j.NT, 2);
   j.a = Operand{A, lda, ta == Trans::N, M, K};
   j.b = Operand{B, ldb, tb == Trans::T, N, K};
-  j.A = A, j.lda = lda, j.alpha = alpha, j.beta = beta, j.C = C, j.ldc = ldc;
+  j.alpha = alpha, j.beta = beta, j.C = C, j.ldc = ldc;
   // A in place when its rows are K-contiguous, whole tiles of K, and at most kInPlaceStride
   // bytes apart; else, and for a last partial row tile, packed tile by tile (each tile 1 KB,
   // rows 64 bytes apart). The 16 rows of a tile 4 KB or more apart fall in one L1 set: the
