@@ -13,6 +13,7 @@
 #include "bench/common.h"
 #include "core/bf16.h"
 #include "kernels/gemm_amx.h"
+#include "kernels/gemm_f32.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -80,7 +81,8 @@ GemmEngine parse_engine(const std::string& s) {
   if (s == "openblas") return GemmEngine::OpenBLAS;
   if (s == "onednn") return GemmEngine::OneDNN;
   if (s == "amx") return GemmEngine::Amx;
-  fail("--engine '", s, "': expected auto, openblas, onednn or amx");
+  if (s == "avx512") return GemmEngine::Avx512;
+  fail("--engine '", s, "': expected auto, openblas, onednn, amx or avx512");
 }
 
 void parse_layout(const std::string& s, Trans& ta, Trans& tb) {
@@ -190,6 +192,7 @@ GemmResult run_gemm(const GemmOptions& o, std::FILE* out) {
       for (const GemmShape& s : o.shapes) {
         GemmEngine used = e == GemmEngine::Auto ? gemm_resolve(p) : e;
         if (used == GemmEngine::Amx && (!bf || !amx_bf16_usable())) used = gemm_resolve(p);  // as gemm_with does
+        if (used == GemmEngine::Avx512 && (bf || !gemm_f32_usable())) used = gemm_resolve(p);
         if (bf && !bf16_gemm_supported()) used = GemmEngine::OpenBLAS;  // fp32 fallback inside gemm_with
         double sec = time_gemm(e, p, o.ta, o.tb, s, o.warmup, o.min_iters, o.min_time, o.verify);
         GemmRow r{s.name, best.dtype, gemm_engine_name(used), s.M, s.N, s.K, sec * 1e6, s.flops() / sec / 1e12, 0};

@@ -22,6 +22,7 @@
 #include "core/profile.h"
 #include "core/timer.h"
 #include "kernels/gemm_amx.h"
+#include "kernels/gemm_f32.h"
 
 namespace zaya {
 
@@ -52,6 +53,7 @@ const char* gemm_engine_name(GemmEngine e) {
     case GemmEngine::OpenBLAS: return "openblas";
     case GemmEngine::OneDNN: return "onednn";
     case GemmEngine::Amx: return "amx";
+    case GemmEngine::Avx512: return "avx512";
     default: return "auto";
   }
 }
@@ -83,14 +85,16 @@ GemmEngine gemm_resolve(GemmPrecision prec) {
     if (!std::strcmp(e, "openblas")) return GemmEngine::OpenBLAS;
     if (!std::strcmp(e, "onednn")) return GemmEngine::OneDNN;
     if (!std::strcmp(e, "amx")) return GemmEngine::Amx;
-    fail("ZAYA_GEMM_ENGINE='", e, "': expected auto, openblas, onednn or amx");
+    if (!std::strcmp(e, "avx512")) return GemmEngine::Avx512;
+    fail("ZAYA_GEMM_ENGINE='", e, "': expected auto, openblas, onednn, amx or avx512");
   }();
   GemmEngine e = gemm_settings().engine != GemmEngine::Auto ? gemm_settings().engine : forced;
   if (prec == GemmPrecision::BF16) {  // OpenBLAS (Debian) has no bf16 GEMM
     if (e == GemmEngine::OneDNN || !amx_bf16_usable()) return GemmEngine::OneDNN;
     return GemmEngine::Amx;
   }
-  return e == GemmEngine::Auto || e == GemmEngine::Amx ? GemmEngine::OpenBLAS : e;
+  if (e == GemmEngine::Avx512 && gemm_f32_usable()) return e;
+  return e == GemmEngine::OneDNN ? e : GemmEngine::OpenBLAS;
 }
 
 static bool g_stats_on = false;
@@ -358,9 +362,13 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
   if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
   if (engine == GemmEngine::Amx && (prec != GemmPrecision::BF16 || !amx_bf16_usable()))
     engine = gemm_resolve(prec);  // the AMX kernel multiplies bf16 on AMX only
+  if (engine == GemmEngine::Avx512 && (prec != GemmPrecision::F32 || !gemm_f32_usable()))
+    engine = gemm_resolve(prec);  // the AVX-512 kernel multiplies fp32 only
   if (prec == GemmPrecision::BF16 || engine == GemmEngine::OneDNN)
     dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr,
               engine == GemmEngine::Amx);
+  else if (engine == GemmEngine::Avx512)
+    gemm_f32_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else
     cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   record_gemm(t0, M, N, K);

@@ -22,7 +22,7 @@ namespace zaya {
 enum class Trans { N, T };
 // F32 or BF16 of core/dtype.h: the element type the GEMM multiplies in (accumulation is F32).
 using GemmPrecision = DType;
-enum class GemmEngine { Auto, OpenBLAS, OneDNN, Amx };
+enum class GemmEngine { Auto, OpenBLAS, OneDNN, Amx, Avx512 };
 
 struct GemmSettings {
   GemmPrecision precision = GemmPrecision::F32;

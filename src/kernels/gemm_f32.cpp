@@ -1,0 +1,215 @@
+#include "kernels/gemm_f32.h"
+
+// GCC 12's AVX-512 headers use _mm512_undefined_* inside inline intrinsics.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/avx512_transpose.h"
+
+// Compiled for AVX-512 whatever -march says; runs only after gemm_f32_usable() said yes.
+#define ZAYA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+namespace zaya {
+
+namespace {
+
+constexpr int kMR = 12;   // rows of a register block of C
+constexpr int kNR = 32;   // columns of a panel (two vectors)
+constexpr int kKC = 512;  // K per pass: a block's packed A (24 KB) stays in L1
+constexpr long kInPlaceStride = 2048;  // bytes between A's rows read in place
+constexpr long kL2Panels = 768 * 1024;  // bytes of B panels a thread sweeps per row block
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+__mmask16 cols_mask(int cols) { return cols >= 16 ? __mmask16(0xFFFF) : cols <= 0 ? 0 : __mmask16((1u << cols) - 1); }
+
+// One product as the threads see it.
+struct Job {
+  int M, N, K, MB, NP;  // row blocks of kMR, panels of kNR
+  bool a_t;             // A stored [k][i] (ta == T)
+  const float* A;
+  long lda;
+  const float* B;
+  long ldb;
+  bool b_t;     // B stored [j][k] (tb == T)
+  float* bp;    // packed panels: panel p's row k at bp + (p * K + k) * kNR
+  float alpha, beta;
+  float* C;
+  long ldc;
+};
+
+// Panel p of op(B), all of K, as [k][32] (zero columns past N).
+ZAYA_AVX512 void pack_panel(const Job& j, int p) {
+  float* out = j.bp + size_t(p) * j.K * kNR;
+  const int j0 = p * kNR, cols = std::min(kNR, j.N - j0);
+  if (!j.b_t) {  // [k][j]: rows of 32 as stored
+    const __mmask16 m0 = cols_mask(cols), m1 = cols_mask(cols - 16);
+    for (int k = 0; k < j.K; ++k) {
+      const float* src = j.B + size_t(k) * j.ldb + j0;
+      _mm512_store_ps(out + size_t(k) * kNR, _mm512_maskz_loadu_ps(m0, src));
+      _mm512_store_ps(out + size_t(k) * kNR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+    }
+    return;
+  }
+  // [j][k]: 16 x 16 blocks transposed; K's and the columns' tails element by element.
+  const int kfull = j.K / 16 * 16;
+  for (int half = 0; half < 2; ++half) {
+    const int c0 = half * 16, cn = std::min(16, cols - c0);
+    if (cn <= 0) {
+      for (int k = 0; k < j.K; ++k) _mm512_store_ps(out + size_t(k) * kNR + c0, _mm512_setzero_ps());
+      continue;
+    }
+    for (int k0 = 0; k0 < kfull; k0 += 16) {
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c)
+        r[c] = c < cn ? _mm512_loadu_si512(j.B + size_t(j0 + c0 + c) * j.ldb + k0) : _mm512_setzero_si512();
+      transpose16(r);
+      for (int q = 0; q < 16; ++q) _mm512_store_si512(out + size_t(k0 + q) * kNR + c0, r[q]);
+    }
+    for (int k = kfull; k < j.K; ++k)
+      for (int c = 0; c < 16; ++c) out[size_t(k) * kNR + c0 + c] = c < cn ? j.B[size_t(j0 + c0 + c) * j.ldb + k] : 0.f;
+  }
+}
+
+// Row block i0.. (rows of it) of op(A) over K [k0, k0 + kc) as [k][kMR]: the block's elements
+// for one k on one line, whatever A's stride (rows or K-steps 4 KB or more apart fall in one
+// L1 set, and the LM head's 32 KB rows were re-read from L2 for every panel).
+ZAYA_AVX512 void pack_a(const Job& j, int i0, int rows, int k0, int kc, float* out) {
+  const __mmask16 rm = cols_mask(rows);
+  if (j.a_t) {  // [k][i]: the block's rows of one K-step are contiguous
+    for (int k = 0; k < kc; ++k)
+      _mm512_mask_storeu_ps(out + size_t(k) * kMR, rm, _mm512_maskz_loadu_ps(rm, j.A + size_t(k0 + k) * j.lda + i0));
+    return;
+  }
+  for (int kb = 0; kb < kc; kb += 16) {  // [i][k]: 16 K-steps of each row, transposed
+    const __mmask16 km = cols_mask(kc - kb);
+    __m512i r[16];
+    for (int c = 0; c < 16; ++c)
+      r[c] = c < rows ? _mm512_castps_si512(_mm512_maskz_loadu_ps(km, j.A + size_t(i0 + c) * j.lda + k0 + kb))
+                      : _mm512_setzero_si512();
+    transpose16(r);
+    for (int q = 0; q < std::min(16, kc - kb); ++q)
+      _mm512_mask_storeu_ps(out + size_t(kb + q) * kMR, rm, _mm512_castsi512_ps(r[q]));
+  }
+}
+
+// C[MR rows, 32 columns (masked)] = alpha A[rows, k0..k0+kc) B-panel + beta C, A at `a` (its
+// element (r, k) at a[r * lda + k], or a[k * lda + r] when AT), the panel's rows from `b`.
+template <int MR, bool AT>
+ZAYA_AVX512 void block(const float* a, long lda, const float* b, int kc, float* C, long ldc, __mmask16 m0,
+                       __mmask16 m1, float alpha, float beta) {
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; ++r) c0[r] = _mm512_setzero_ps(), c1[r] = _mm512_setzero_ps();
+  for (int k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(b + size_t(k) * kNR), b1 = _mm512_load_ps(b + size_t(k) * kNR + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(AT ? a[size_t(k) * lda + r] : a[size_t(r) * lda + k]);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; ++r) {
+    float* c = C + size_t(r) * ldc;
+    __m512 v0 = _mm512_mul_ps(va, c0[r]), v1 = _mm512_mul_ps(va, c1[r]);
+    if (beta != 0.f) {
+      v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, c), v0);
+      v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, c + 16), v1);
+    }
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+  }
+}
+
+using BlockFn = void (*)(const float*, long, const float*, int, float*, long, __mmask16, __mmask16, float, float);
+
+template <bool AT, int... R>
+constexpr std::array<BlockFn, sizeof...(R)> block_table(std::integer_sequence<int, R...>) {
+  return {&block<R + 1, AT>...};
+}
+
+// Thread t of nt: packs its share of B, meets the others, computes its blocks of C.
+ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
+  const bool split_n = nt > 1 && j.NP >= nt && (j.N > j.M || j.MB < nt);
+  const int tm = split_n ? 1 : std::min(nt, j.MB), tn = split_n ? nt : 1;
+  const int ti = t / tn, tj = t % tn;
+  const int mb0 = int(long(j.MB) * ti / tm), mb1 = int(long(j.MB) * (ti + 1) / tm);
+  const int np0 = int(long(j.NP) * tj / tn), np1 = int(long(j.NP) * (tj + 1) / tn);
+  // Columns split: this thread's own panels; rows split: a share of all, then a barrier.
+  const int p0 = split_n ? (t < tm * tn ? np0 : 0) : int(long(j.NP) * t / nt);
+  const int p1 = split_n ? (t < tm * tn ? np1 : 0) : int(long(j.NP) * (t + 1) / nt);
+  for (int p = p0; p < p1; ++p) pack_panel(j, p);
+  if (nt > 1 && !split_n) {
+#pragma omp barrier
+  }
+  if (t >= tm * tn) return;
+  static constexpr auto kN = block_table<false>(std::make_integer_sequence<int, kMR>{});
+  static constexpr auto kT = block_table<true>(std::make_integer_sequence<int, kMR>{});
+  // A packed per row block (see pack_a) unless its rows are near enough to read in place.
+  const bool packed = j.a_t || j.lda * 4 > kInPlaceStride;
+  const auto& fns = packed ? kT : kN;
+  static thread_local std::vector<float> apack;
+  if (packed && apack.size() < size_t(kKC) * kMR) apack.resize(size_t(kKC) * kMR);
+  const int chunk = std::max(1, int(kL2Panels / (long(std::min(j.K, kKC)) * kNR * 4)));
+  for (int k0 = 0; k0 < j.K; k0 += kKC) {
+    const int kc = std::min(kKC, j.K - k0);
+    const float beta = k0 == 0 ? j.beta : 1.f;  // later K blocks add into C
+    for (int c0 = np0; c0 < np1; c0 += chunk) {
+      const int c1 = std::min(np1, c0 + chunk);
+      for (int mb = mb0; mb < mb1; ++mb) {
+        const int i0 = mb * kMR, rows = std::min(kMR, j.M - i0);
+        const float* a = j.A + size_t(i0) * j.lda + k0;
+        long lda = j.lda;
+        if (packed) pack_a(j, i0, rows, k0, kc, apack.data()), a = apack.data(), lda = kMR;
+        for (int p = c0; p < c1; ++p) {
+          const int cols = std::min(kNR, j.N - p * kNR);
+          fns[rows - 1](a, lda, j.bp + (size_t(p) * j.K + k0) * kNR, kc, j.C + size_t(i0) * j.ldc + size_t(p) * kNR,
+                        j.ldc, cols_mask(cols), cols_mask(cols - 16), j.alpha, beta);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool gemm_f32_usable() { return cpu_features().avx512f; }
+
+void gemm_f32_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, long lda,
+                     const float* B, long ldb, float beta, float* C, long ldc) {
+  ZAYA_CHECK(gemm_f32_usable(), "gemm_f32_avx512: this CPU has no AVX-512");
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  Job j;
+  j.M = M, j.N = N, j.K = K;
+  j.MB = ceil_div(M, kMR), j.NP = ceil_div(N, kNR);
+  j.a_t = ta == Trans::T, j.A = A, j.lda = lda;
+  j.b_t = tb == Trans::T, j.B = B, j.ldb = ldb;
+  j.alpha = alpha, j.beta = beta, j.C = C, j.ldc = ldc;
+  // Only grows: resizing down and up again would zero the difference on every call.
+  static thread_local std::vector<float> bp;
+  const size_t need = size_t(j.NP) * K * kNR + 16;
+  if (bp.size() < need) bp.resize(need);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(bp.data());
+  j.bp = bp.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  // Inside a parallel region (per-head or per-expert work) the calling thread does it all.
+  int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
+  nth = std::max(1, std::min(nth, std::max(j.MB, j.NP)));
+  if (nth == 1) return run_share(j, 0, 1);
+#pragma omp parallel num_threads(nth)
+  run_share(j, omp_get_thread_num(), omp_get_num_threads());
+}
+
+}  // namespace zaya
