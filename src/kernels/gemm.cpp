@@ -78,7 +78,8 @@ ActivationMirrorScope::ActivationMirrorScope(std::initializer_list<Bf16Mirror> a
 }
 ActivationMirrorScope::~ActivationMirrorScope() { g_act_mirrors = prev_; }
 
-GemmEngine gemm_resolve(GemmPrecision prec) {
+// ZAYA_GEMM_ENGINE, read once (Auto when unset).
+static GemmEngine forced_engine() {
   static GemmEngine forced = [] {
     const char* e = std::getenv("ZAYA_GEMM_ENGINE");
     if (!e || !*e || !std::strcmp(e, "auto")) return GemmEngine::Auto;
@@ -88,12 +89,16 @@ GemmEngine gemm_resolve(GemmPrecision prec) {
     if (!std::strcmp(e, "avx512")) return GemmEngine::Avx512;
     fail("ZAYA_GEMM_ENGINE='", e, "': expected auto, openblas, onednn, amx or avx512");
   }();
-  GemmEngine e = gemm_settings().engine != GemmEngine::Auto ? gemm_settings().engine : forced;
+  return forced;
+}
+
+GemmEngine gemm_resolve(GemmPrecision prec) {
+  GemmEngine e = gemm_settings().engine != GemmEngine::Auto ? gemm_settings().engine : forced_engine();
   if (prec == GemmPrecision::BF16) {  // OpenBLAS (Debian) has no bf16 GEMM
     if (e == GemmEngine::OneDNN || !amx_bf16_usable()) return GemmEngine::OneDNN;
     return GemmEngine::Amx;
   }
-  if (e == GemmEngine::Avx512 && gemm_f32_usable()) return e;
+  if ((e == GemmEngine::Avx512 || e == GemmEngine::Auto) && gemm_f32_usable()) return GemmEngine::Avx512;
   return e == GemmEngine::OneDNN ? e : GemmEngine::OpenBLAS;
 }
 
@@ -359,7 +364,11 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
     warned = true;
     prec = GemmPrecision::F32;
   }
+  // Auto, nothing forced: fp32 on our kernel but for the largest products (gemm_f32_suits).
+  const bool by_shape = engine == GemmEngine::Auto && gemm_settings().engine == GemmEngine::Auto &&
+                        forced_engine() == GemmEngine::Auto;
   if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
+  if (by_shape && engine == GemmEngine::Avx512 && !gemm_f32_suits(M, N, K)) engine = GemmEngine::OpenBLAS;
   if (engine == GemmEngine::Amx && (prec != GemmPrecision::BF16 || !amx_bf16_usable()))
     engine = gemm_resolve(prec);  // the AMX kernel multiplies bf16 on AMX only
   if (engine == GemmEngine::Avx512 && (prec != GemmPrecision::F32 || !gemm_f32_usable()))
@@ -394,6 +403,8 @@ void gemm_serial(Trans ta, Trans tb, int M, int N, int K, float alpha, const flo
                  int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
+  if (gemm_resolve(GemmPrecision::F32) == GemmEngine::Avx512 && gemm_f32_suits(M, N, K))
+    return gemm_f32_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
   cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

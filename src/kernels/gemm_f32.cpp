@@ -188,8 +188,10 @@ ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
 
 bool gemm_f32_usable() { return cpu_features().avx512f; }
 
+bool gemm_f32_suits(int M, int N, int K) { return gemm_f32_usable() && long(M) * N <= (4l << 20) && K <= 4096; }
+
 void gemm_f32_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, long lda,
-                     const float* B, long ldb, float beta, float* C, long ldc) {
+                     const float* B, long ldb, float beta, float* C, long ldc, bool serial) {
   ZAYA_CHECK(gemm_f32_usable(), "gemm_f32_avx512: this CPU has no AVX-512");
   if (M <= 0 || N <= 0 || K <= 0) return;
   Job j;
@@ -205,7 +207,7 @@ void gemm_f32_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const
   const uintptr_t addr = reinterpret_cast<uintptr_t>(bp.data());
   j.bp = bp.data() + ((64 - addr % 64) % 64) / sizeof(float);
   // Inside a parallel region (per-head or per-expert work) the calling thread does it all.
-  int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int nth = serial || omp_in_parallel() ? 1 : omp_get_max_threads();
   nth = std::max(1, std::min(nth, std::max(j.MB, j.NP)));
   if (nth == 1) return run_share(j, 0, 1);
 #pragma omp parallel num_threads(nth)
