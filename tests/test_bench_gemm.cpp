@@ -66,6 +66,9 @@ TEST(BenchGemm, NominalFlopsPerCycle) {
   flops_per_cycle("Intel", 6, true, true, true, true, f, b, note);  // Sapphire Rapids, AMX
   EXPECT_EQ(f, 64);
   EXPECT_EQ(b, 1024);
+  flops_per_cycle("Intel", 6, true, true, true, false, f, b, note);  // Emerald Rapids without AMX
+  EXPECT_EQ(f, 64);
+  EXPECT_EQ(b, 32);
   flops_per_cycle("AMD", 0x17, true, false, false, false, f, b, note);  // Zen 2
   EXPECT_EQ(f, 32);
   EXPECT_EQ(b, 32);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include <cblas.h>
@@ -12,8 +14,6 @@
 
 #include "bench/common.h"
 #include "core/bf16.h"
-#include "kernels/gemm_amx.h"
-#include "kernels/gemm_f32.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -188,12 +188,11 @@ GemmResult run_gemm(const GemmOptions& o, std::FILE* out) {
     std::fprintf(out, "# %-24s %6s %8s %8s %8s %12s %9s %6s\n", "shape", "engine", "M", "N", "K", "time (us)", "TFLOP/s",
                  "eff");
     size_t first_row = res.rows.size();
+    std::set<std::tuple<GemmEngine, int64_t, int64_t, int64_t>> done;  // an engine runs a shape once
     for (GemmEngine e : o.engines) {
       for (const GemmShape& s : o.shapes) {
-        GemmEngine used = e == GemmEngine::Auto ? gemm_resolve(p) : e;
-        if (used == GemmEngine::Amx && (!bf || !amx_bf16_usable())) used = gemm_resolve(p);  // as gemm_with does
-        if (used == GemmEngine::Avx512 && (bf || !gemm_f32_usable())) used = gemm_resolve(p);
-        if (bf && !bf16_gemm_supported()) used = GemmEngine::OpenBLAS;  // fp32 fallback inside gemm_with
+        const GemmEngine used = gemm_engine_for(e, p, int(s.M), int(s.N), int(s.K));
+        if (!done.insert({used, s.M, s.N, s.K}).second) continue;
         double sec = time_gemm(e, p, o.ta, o.tb, s, o.warmup, o.min_iters, o.min_time, o.verify);
         GemmRow r{s.name, best.dtype, gemm_engine_name(used), s.M, s.N, s.K, sec * 1e6, s.flops() / sec / 1e12, 0};
         res.rows.push_back(r);

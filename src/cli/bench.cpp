@@ -138,8 +138,8 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--dtype", fl->dtype, "fp32, bf16 or both (comma list)")->capture_default_str();
   CLI::Option* engine_opt =
       app.add_option("--engine", fl->engine,
-                     "auto (the trainer's choice), openblas, onednn, amx (bf16 on AMX; comma list); --peak without "
-                     "--engine tries the trainer's choice and oneDNN")
+                     "auto (the trainer's choice), openblas, onednn, amx (bf16 on AMX), avx512 (fp32 on AVX-512; comma list); --peak without "
+                     "--engine tries every engine (each shape once per engine that runs it)")
           ->capture_default_str();
   app.add_option("--layout", fl->layout, "nn, nt (activations x weights^T, the trainer's forward), tn, tt")->capture_default_str();
   app.add_option("--warmup", o->warmup, "untimed calls per shape")->capture_default_str();
@@ -175,7 +175,8 @@ void setup_gemm(CLI::App& app) {
     o->engines.clear();
     for (const auto& s : split_names(fl->engine)) o->engines.push_back(parse_engine(s));
     // The peak is the most any engine here reaches, not only the trainer's choice.
-    if (fl->peak && engine_opt->count() == 0) o->engines = {GemmEngine::Auto, GemmEngine::OneDNN};
+    if (fl->peak && engine_opt->count() == 0)
+      o->engines = {GemmEngine::Auto, GemmEngine::OpenBLAS, GemmEngine::Avx512, GemmEngine::OneDNN};
     parse_layout(fl->layout, o->ta, o->tb);
     o->verify = !fl->no_verify;
     if (!fl->heatmap.empty() && o->csv.empty()) zaya::fail("--heatmap needs --csv (the plot reads the CSV)");

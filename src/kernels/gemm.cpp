@@ -353,6 +353,21 @@ void scale_c(int M, int N, float beta, float* C, int ldc) {  // BLAS semantics f
 
 }  // namespace
 
+GemmEngine gemm_engine_for(GemmEngine engine, GemmPrecision prec, int M, int N, int K) {
+  if (prec == GemmPrecision::BF16 && !bf16_gemm_supported()) prec = GemmPrecision::F32;
+  // Auto, nothing forced: fp32 on our kernel but for the largest products (gemm_f32_suits).
+  const bool by_shape = engine == GemmEngine::Auto && gemm_settings().engine == GemmEngine::Auto &&
+                        forced_engine() == GemmEngine::Auto;
+  if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
+  if (by_shape && engine == GemmEngine::Avx512 && !gemm_f32_suits(M, N, K)) engine = GemmEngine::OpenBLAS;
+  if (engine == GemmEngine::Amx && (prec != GemmPrecision::BF16 || !amx_bf16_usable()))
+    engine = gemm_resolve(prec);  // the AMX kernel multiplies bf16 on AMX only
+  if (engine == GemmEngine::Avx512 && (prec != GemmPrecision::F32 || !gemm_f32_usable()))
+    engine = gemm_resolve(prec);  // the AVX-512 kernel multiplies fp32 only
+  if (prec == GemmPrecision::BF16 && engine == GemmEngine::OpenBLAS) engine = GemmEngine::OneDNN;  // no bf16 sgemm
+  return engine;
+}
+
 void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha,
                const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
@@ -364,15 +379,7 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
     warned = true;
     prec = GemmPrecision::F32;
   }
-  // Auto, nothing forced: fp32 on our kernel but for the largest products (gemm_f32_suits).
-  const bool by_shape = engine == GemmEngine::Auto && gemm_settings().engine == GemmEngine::Auto &&
-                        forced_engine() == GemmEngine::Auto;
-  if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
-  if (by_shape && engine == GemmEngine::Avx512 && !gemm_f32_suits(M, N, K)) engine = GemmEngine::OpenBLAS;
-  if (engine == GemmEngine::Amx && (prec != GemmPrecision::BF16 || !amx_bf16_usable()))
-    engine = gemm_resolve(prec);  // the AMX kernel multiplies bf16 on AMX only
-  if (engine == GemmEngine::Avx512 && (prec != GemmPrecision::F32 || !gemm_f32_usable()))
-    engine = gemm_resolve(prec);  // the AVX-512 kernel multiplies fp32 only
+  engine = gemm_engine_for(engine, prec, M, N, K);
   if (prec == GemmPrecision::BF16 || engine == GemmEngine::OneDNN)
     dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr,
               engine == GemmEngine::Amx);

@@ -94,6 +94,9 @@ class ActivationMirrorScope {
 
 // The engine Auto resolves to for a precision.
 GemmEngine gemm_resolve(GemmPrecision prec);
+// The engine gemm_with(engine, prec, ...) runs an M x N x K product on (Auto by shape, and an
+// engine that cannot multiply prec here replaced): what benchmarks label a row with.
+GemmEngine gemm_engine_for(GemmEngine engine, GemmPrecision prec, int M, int N, int K);
 const char* gemm_engine_name(GemmEngine e);
 const char* gemm_precision_name(GemmPrecision p);
 
