@@ -26,6 +26,7 @@ namespace {
 constexpr int kMR = 12;   // rows of a register block of C
 constexpr int kNR = 32;   // columns of a panel (two vectors)
 constexpr int kKC = 512;  // K per pass: a block's packed A (24 KB) stays in L1
+constexpr int kAGroup = 4;  // row blocks of A packed together
 constexpr long kInPlaceStride = 2048;  // bytes between A's rows read in place
 constexpr long kL2Panels = 768 * 1024;  // bytes of B panels a thread sweeps per row block
 
@@ -81,25 +82,37 @@ ZAYA_AVX512 void pack_panel(const Job& j, int p) {
   }
 }
 
-// Row block i0.. (rows of it) of op(A) over K [k0, k0 + kc) as [k][kMR]: the block's elements
-// for one k on one line, whatever A's stride (rows or K-steps 4 KB or more apart fall in one
-// L1 set, and the LM head's 32 KB rows were re-read from L2 for every panel).
+// Row blocks i0.. (rows of them, up to kAGroup blocks) of op(A) over K [k0, k0 + kc), each as
+// [k][kMR] at out + block * kc * kMR: a block's elements for one k on one line, whatever A's
+// stride (rows or K-steps 4 KB or more apart fall in one L1 set, and the LM head's 32 KB rows
+// were re-read from L2 for every panel). Stored [k][i], the group's rows of one K-step are read
+// together: 48 floats, three whole lines, where one block alone would use 48 of 64 bytes.
 ZAYA_AVX512 void pack_a(const Job& j, int i0, int rows, int k0, int kc, float* out) {
-  const __mmask16 rm = cols_mask(rows);
-  if (j.a_t) {  // [k][i]: the block's rows of one K-step are contiguous
-    for (int k = 0; k < kc; ++k)
-      _mm512_mask_storeu_ps(out + size_t(k) * kMR, rm, _mm512_maskz_loadu_ps(rm, j.A + size_t(k0 + k) * j.lda + i0));
+  const int blocks = ceil_div(rows, kMR);
+  if (j.a_t) {
+    for (int k = 0; k < kc; ++k) {
+      const float* src = j.A + size_t(k0 + k) * j.lda + i0;
+      for (int b = 0; b < blocks; ++b) {
+        const __mmask16 rm = cols_mask(std::min(kMR, rows - b * kMR));
+        _mm512_mask_storeu_ps(out + (size_t(b) * kc + k) * kMR, rm, _mm512_maskz_loadu_ps(rm, src + b * kMR));
+      }
+    }
     return;
   }
-  for (int kb = 0; kb < kc; kb += 16) {  // [i][k]: 16 K-steps of each row, transposed
-    const __mmask16 km = cols_mask(kc - kb);
-    __m512i r[16];
-    for (int c = 0; c < 16; ++c)
-      r[c] = c < rows ? _mm512_castps_si512(_mm512_maskz_loadu_ps(km, j.A + size_t(i0 + c) * j.lda + k0 + kb))
+  for (int b = 0; b < blocks; ++b) {  // [i][k]: 16 K-steps of each row, transposed
+    const int r0 = i0 + b * kMR, rb = std::min(kMR, rows - b * kMR);
+    const __mmask16 rm = cols_mask(rb);
+    float* o = out + size_t(b) * kc * kMR;
+    for (int kb = 0; kb < kc; kb += 16) {
+      const __mmask16 km = cols_mask(kc - kb);
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c)
+        r[c] = c < rb ? _mm512_castps_si512(_mm512_maskz_loadu_ps(km, j.A + size_t(r0 + c) * j.lda + k0 + kb))
                       : _mm512_setzero_si512();
-    transpose16(r);
-    for (int q = 0; q < std::min(16, kc - kb); ++q)
-      _mm512_mask_storeu_ps(out + size_t(kb + q) * kMR, rm, _mm512_castsi512_ps(r[q]));
+      transpose16(r);
+      for (int q = 0; q < std::min(16, kc - kb); ++q)
+        _mm512_mask_storeu_ps(o + size_t(kb + q) * kMR, rm, _mm512_castsi512_ps(r[q]));
+    }
   }
 }
 
@@ -158,26 +171,30 @@ ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
   if (t >= tm * tn) return;
   static constexpr auto kN = block_table<false>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto kT = block_table<true>(std::make_integer_sequence<int, kMR>{});
-  // A packed per row block (see pack_a) unless its rows are near enough to read in place.
+  // A packed per group of row blocks (see pack_a) unless its rows are near enough to read in place.
   const bool packed = j.a_t || j.lda * 4 > kInPlaceStride;
   const auto& fns = packed ? kT : kN;
   static thread_local std::vector<float> apack;
-  if (packed && apack.size() < size_t(kKC) * kMR) apack.resize(size_t(kKC) * kMR);
+  if (packed && apack.size() < size_t(kAGroup) * kKC * kMR) apack.resize(size_t(kAGroup) * kKC * kMR);
   const int chunk = std::max(1, int(kL2Panels / (long(std::min(j.K, kKC)) * kNR * 4)));
   for (int k0 = 0; k0 < j.K; k0 += kKC) {
     const int kc = std::min(kKC, j.K - k0);
     const float beta = k0 == 0 ? j.beta : 1.f;  // later K blocks add into C
     for (int c0 = np0; c0 < np1; c0 += chunk) {
       const int c1 = std::min(np1, c0 + chunk);
-      for (int mb = mb0; mb < mb1; ++mb) {
-        const int i0 = mb * kMR, rows = std::min(kMR, j.M - i0);
-        const float* a = j.A + size_t(i0) * j.lda + k0;
-        long lda = j.lda;
-        if (packed) pack_a(j, i0, rows, k0, kc, apack.data()), a = apack.data(), lda = kMR;
-        for (int p = c0; p < c1; ++p) {
-          const int cols = std::min(kNR, j.N - p * kNR);
-          fns[rows - 1](a, lda, j.bp + (size_t(p) * j.K + k0) * kNR, kc, j.C + size_t(i0) * j.ldc + size_t(p) * kNR,
-                        j.ldc, cols_mask(cols), cols_mask(cols - 16), j.alpha, beta);
+      for (int g0 = mb0; g0 < mb1; g0 += kAGroup) {
+        const int g1 = std::min(mb1, g0 + kAGroup);
+        if (packed) pack_a(j, g0 * kMR, std::min(j.M, g1 * kMR) - g0 * kMR, k0, kc, apack.data());
+        for (int mb = g0; mb < g1; ++mb) {
+          const int i0 = mb * kMR, rows = std::min(kMR, j.M - i0);
+          const float* a = packed ? apack.data() + size_t(mb - g0) * kc * kMR : j.A + size_t(i0) * j.lda + k0;
+          const long lda = packed ? kMR : j.lda;
+          for (int p = c0; p < c1; ++p) {
+            const int cols = std::min(kNR, j.N - p * kNR);
+            fns[rows - 1](a, lda, j.bp + (size_t(p) * j.K + k0) * kNR, kc,
+                          j.C + size_t(i0) * j.ldc + size_t(p) * kNR, j.ldc, cols_mask(cols), cols_mask(cols - 16),
+                          j.alpha, beta);
+          }
         }
       }
     }
