@@ -205,7 +205,7 @@ ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
 
 bool gemm_f32_usable() { return cpu_features().avx512f; }
 
-bool gemm_f32_suits(int M, int N, int K) { return gemm_f32_usable() && long(M) * N <= (4l << 20) && K <= 4096; }
+bool gemm_f32_suits(int M, int N, int K) { return gemm_f32_usable() && long(M) * N < (4l << 20) && K <= 4096; }
 
 void gemm_f32_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, long lda,
                      const float* B, long ldb, float beta, float* C, long ldc, bool serial) {

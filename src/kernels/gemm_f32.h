@@ -24,7 +24,7 @@ void gemm_f32_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const
                      const float* B, long ldb, float beta, float* C, long ldc, bool serial = false);
 
 // Whether the default engine gives this product to the kernel: all but the largest. With C
-// beyond 4M elements or K beyond 4096 (the LM head's three products at zaya1-small's shapes)
+// of 4M elements or more or K beyond 4096 (the LM head's three products at zaya1-small's shapes)
 // OpenBLAS's blocking of C measured up to 1.2x faster; below that this kernel measured
 // 1.0-1.5x OpenBLAS at 2 threads (zaya1-small's projections, experts, router, attention).
 bool gemm_f32_suits(int M, int N, int K);
