@@ -301,9 +301,8 @@ GemmT0 gemm_t0() {
   return t;
 }
 
-void record_gemm(const GemmT0& t0, int M, int N, int K) {
-  if (!timing_on()) return;
-  const double flops = 2.0 * M * N * K;
+void record_flops(const GemmT0& t0, double flops) {
+  if (!timing_on() || omp_in_parallel()) return;  // a parallel region is timed whole (GemmRegion)
   if (prof::enabled()) prof::add_gemm(prof::now() - t0.prof, flops);
   if (!g_stats_on) return;
   auto& s = gemm_stats();
@@ -311,6 +310,8 @@ void record_gemm(const GemmT0& t0, int M, int N, int K) {
   s.flops += flops;
   s.calls++;
 }
+
+void record_gemm(const GemmT0& t0, int M, int N, int K) { record_flops(t0, 2.0 * M * N * K); }
 
 }  // namespace
 
@@ -325,6 +326,19 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
     dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
   record_gemm(t0, M, N, K);
 }
+
+bool gemm_concurrent_ok() {
+  const GemmPrecision p = gemm_settings().precision == GemmPrecision::BF16 && bf16_gemm_supported()
+                              ? GemmPrecision::BF16
+                              : GemmPrecision::F32;
+  return gemm_resolve(p) != GemmEngine::OneDNN;
+}
+
+GemmRegion::GemmRegion(double flops) : flops_(flops) {
+  const GemmT0 t = gemm_t0();
+  wall0_ = t.wall, prof0_ = t.prof;
+}
+GemmRegion::~GemmRegion() { record_flops(GemmT0{wall0_, prof0_}, flops_); }
 
 const bf16* gemm_activation_copy(const float* X, size_t n) {
   for (const Bf16Mirror& m : g_act_mirrors)  // X[0, n) as one row

@@ -125,6 +125,25 @@ void maybe_reexec_for_blas_core(char** argv);
 // One line: BLAS library, its core and threading, oneDNN version and ISA, CPU features.
 std::string gemm_runtime_info();
 
+// Whether products of the current precision run inside a parallel region on the calling
+// thread alone, side by side with the other threads' (our kernels and OpenBLAS do; oneDNN's
+// primitives are serialised by a lock).
+bool gemm_concurrent_ok();
+
+// Products inside a parallel region are not timed one by one (the profile and gemm_stats
+// count one thread's time); a caller that runs products side by side times the region with
+// this instead: its wall time as GEMM time, with the region's FLOPs.
+class GemmRegion {
+ public:
+  explicit GemmRegion(double flops);
+  ~GemmRegion();
+  GemmRegion(const GemmRegion&) = delete;
+  GemmRegion& operator=(const GemmRegion&) = delete;
+
+ private:
+  double flops_, wall0_ = 0, prof0_ = 0;
+};
+
 // Counters for profiling the share of step time spent in GEMMs.
 struct GemmStats {
   double seconds = 0;
