@@ -11,6 +11,8 @@
 // ZAYA_GEMM_ENGINE=openblas|onednn|amx|avx512 (amx applies to bf16 only, avx512 to fp32 only).
 // double always goes to OpenBLAS dgemm (gradient checks).
 #pragma once
+#include <omp.h>
+
 #include <cstddef>
 #include <initializer_list>
 #include <string>
@@ -143,6 +145,23 @@ class GemmRegion {
  private:
   double flops_, wall0_ = 0, prof0_ = 0;
 };
+
+// f(i) for i in [0, n), tasks of products with no data in common: side by side, one thread
+// per task (dynamic order), when there are threads to spare and gemm_concurrent_ok(), timed
+// as one GemmRegion of `flops`; else one after another on the calling thread's team (each
+// product then split over the threads itself). Small products split over the threads scale
+// poorly (zaya1-small's 256-row experts: 1.56x at 2 threads); our kernels and OpenBLAS sum in
+// the same order on one thread as on many, so the results do not change.
+template <class F>
+void gemm_side_by_side(int n, double flops, F&& f) {
+  if (n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel() && gemm_concurrent_ok()) {
+    GemmRegion region(flops);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < n; ++i) f(i);
+    return;
+  }
+  for (int i = 0; i < n; ++i) f(i);
+}
 
 // Counters for profiling the share of step time spent in GEMMs.
 struct GemmStats {

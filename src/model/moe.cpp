@@ -40,13 +40,9 @@ static bool bf16_only() {
   return false;
 }
 
-// Runs f(e, row) for this process's experts with rows, `row` the first of expert e's rows.
-// Where the products can run inside a parallel region on the calling thread alone (fp32, or
-// bf16 on the AMX kernel; oneDNN's primitives are serialised), the experts run side by side,
-// one thread each: an expert's product of ~256 rows split over the threads scaled 1.56x at
-// 2 threads (zaya1-small). Each expert's rows, scratch and weight gradients are its own, and
-// our kernels sum in the same order on one thread as on many, so the results are the same.
-// The products inside are timed as one region (GemmRegion, kernels/gemm.h).
+// Runs f(e, row) for this process's experts with rows, `row` the first of expert e's rows:
+// side by side where the products allow it (gemm_side_by_side), largest first so that the
+// last expert taken is a small one. Each expert's rows, scratch and weight gradients are its own.
 template <class T, class F>
 static void for_each_expert(const ExpertRange& range, const int64_t* counts, double flops_per_row, F&& f) {
   std::vector<size_t> row0;
@@ -57,18 +53,12 @@ static void for_each_expert(const ExpertRange& range, const int64_t* counts, dou
     rows += size_t(counts[e]);
     if (counts[e] > 0) order.push_back(e);
   }
-  bool side_by_side = false;
-  if constexpr (std::is_same_v<T, float>)
-    side_by_side = order.size() > 1 && omp_get_max_threads() > 1 && !omp_in_parallel() && gemm_concurrent_ok();
-  if (!side_by_side) {
-    for (int e : order) f(e, row0[size_t(e - range.begin)]);
-    return;
-  }
-  // Largest first, so that the last expert taken is a small one.
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return counts[a] > counts[b]; });
-  GemmRegion region(flops_per_row * double(rows));
-#pragma omp parallel for schedule(dynamic, 1)
-  for (size_t i = 0; i < order.size(); ++i) f(order[i], row0[size_t(order[i] - range.begin)]);
+  auto run = [&](int i) { f(order[size_t(i)], row0[size_t(order[size_t(i)] - range.begin)]); };
+  if constexpr (std::is_same_v<T, float>)
+    gemm_side_by_side(int(order.size()), flops_per_row * double(rows), run);
+  else
+    for (size_t i = 0; i < order.size(); ++i) run(int(i));
 }
 
 template <class T>
