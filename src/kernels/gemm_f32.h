@@ -2,12 +2,15 @@
 // op(B)[K, N] + beta C, fp32 throughout.
 //
 // Why our own: OpenBLAS is near the FMA peak on one thread at these shapes, but its threads
-// split small products poorly (zaya1-small's 2048 x 128 x 512 projections, 256-row experts,
-// dW over 2048 tokens reach 0.55-0.75 of the 2-thread peak). Here:
+// split small products poorly: in one `zaya bench gemm --preset configs/zaya1-small.toml
+// --tokens 2048 --engine openblas,avx512` run at 2 threads, the 2048-row projections with
+// N = 64-256 reached 0.60-0.76 of the nominal peak on OpenBLAS and 0.98-1.0 here. Here:
 //   - op(B) is packed once per call into 32-column panels ([k][32], zero columns past N);
-//   - op(A) is read in place, whichever way it is stored: each FMA broadcasts one element;
-//   - a 12 x 32 block of C lives in 24 registers over a K block of kKC, the A rows of the
-//     block in L1 while it sweeps a chunk of B panels kept in L2;
+//   - op(A) is read in place when it is row-major with rows at most 2 KB apart; else (and
+//     always when transposed) packed four 12-row blocks at a time as [k][12];
+//   - a 12 x 32 block of C lives in 24 registers over a K block of 512 (per K step: 2 loads
+//     of B, 12 broadcasts of A, 24 FMAs), the block's A in L1 while it sweeps a chunk of B
+//     panels kept in L2;
 //   - threads split rows when A is the larger operand, else columns (each packs only its own
 //     panels); each element's sum order, and so the result, does not depend on the thread count.
 #pragma once
