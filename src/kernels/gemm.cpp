@@ -424,7 +424,7 @@ void gemm_serial(Trans ta, Trans tb, int M, int N, int K, float alpha, const flo
                  int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
-  if (gemm_resolve(GemmPrecision::F32) == GemmEngine::Avx512 && gemm_f32_suits(M, N, K))
+  if (gemm_engine_for(GemmEngine::Auto, GemmPrecision::F32, M, N, K) == GemmEngine::Avx512)
     return gemm_f32_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
   cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -55,7 +55,7 @@ static void for_each_expert(const ExpertRange& range, const int64_t* counts, dou
   }
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return counts[a] > counts[b]; });
   auto run = [&](int i) { f(order[size_t(i)], row0[size_t(order[size_t(i)] - range.begin)]); };
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>)  // double (gradient checks) keeps one expert at a time
     gemm_side_by_side(int(order.size()), flops_per_row * double(rows), run);
   else
     for (size_t i = 0; i < order.size(); ++i) run(int(i));
