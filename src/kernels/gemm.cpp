@@ -22,7 +22,7 @@
 #include "core/profile.h"
 #include "core/timer.h"
 #include "kernels/gemm_amx.h"
-#include "kernels/gemm_f32.h"
+#include "kernels/gemm_avx512.h"
 
 namespace zaya {
 
@@ -95,8 +95,9 @@ static GemmEngine forced_engine() {
 GemmEngine gemm_resolve(GemmPrecision prec) {
   GemmEngine e = gemm_settings().engine != GemmEngine::Auto ? gemm_settings().engine : forced_engine();
   if (prec == GemmPrecision::BF16) {  // OpenBLAS (Debian) has no bf16 GEMM
-    if (e == GemmEngine::OneDNN || !amx_bf16_usable()) return GemmEngine::OneDNN;
-    return GemmEngine::Amx;
+    if (e == GemmEngine::OneDNN) return e;
+    if (e != GemmEngine::Avx512 && amx_bf16_usable()) return GemmEngine::Amx;
+    return gemm_bf16_avx512_usable() ? GemmEngine::Avx512 : GemmEngine::OneDNN;
   }
   if ((e == GemmEngine::Avx512 || e == GemmEngine::Auto) && gemm_f32_usable()) return GemmEngine::Avx512;
   return e == GemmEngine::OneDNN ? e : GemmEngine::OpenBLAS;
@@ -227,10 +228,11 @@ constexpr int kRowStep = 64, kTailStep = 16, kDepthStep = 64;
 int round_up(int x, int step) { return (x + step - 1) / step * step; }
 
 // a16_given / b16_given (nullable): that operand already in bf16 (leading dim lda / ldb),
-// used as stored like a mirror copy (A / B may then be null).
+// used as stored like a mirror copy (A / B may then be null). engine: OneDNN, or our bf16
+// kernels (Amx, Avx512), which take any shape and strides.
 void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
                int lda, const float* B, int ldb, float beta, float* C, int ldc, const bf16* a16_given = nullptr,
-               const bf16* b16_given = nullptr, bool amx = false) {
+               const bf16* b16_given = nullptr, GemmEngine engine = GemmEngine::OneDNN) {
   if (prec != GemmPrecision::BF16)
     return dnnl_execute(dnnl::memory::data_type::f32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   static thread_local std::vector<bf16> abuf, bbuf, tbuf;
@@ -239,11 +241,12 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
   const int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
   const bf16 *ma = a16_given ? a16_given : mirrored(A, ar, ac, lda);
   const bf16* mb = b16_given ? b16_given : mirrored(B, br, bc, ldb);
-  if (amx) {  // any shape and strides as they are: the kernel pads and packs what it needs
+  if (engine == GemmEngine::Amx || engine == GemmEngine::Avx512) {  // shapes and strides as they are
     long la = 0, lb = 0;
     const bf16* a16 = as_bf16(ma, A, ar, ac, lda, abuf, la);
     const bf16* b16 = as_bf16(mb, B, br, bc, ldb, bbuf, lb);
-    return gemm_amx_bf16(ta, tb, M, N, K, alpha, a16, la, b16, lb, beta, C, ldc);
+    if (engine == GemmEngine::Amx) return gemm_amx_bf16(ta, tb, M, N, K, alpha, a16, la, b16, lb, beta, C, ldc);
+    return gemm_bf16_avx512(ta, tb, M, N, K, alpha, a16, la, b16, lb, beta, C, ldc);
   }
   // oneDNN: a product with a weight has a model dimension for K; only activation-by-activation
   // products (dW = dY^T X over the tokens an expert got) need the padding.
@@ -320,8 +323,11 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
   const GemmT0 t0 = gemm_t0();
   static thread_local std::vector<bf16> abuf;
   pack_bf16(x, M, K, ldx, abuf);
-  if (gemm_resolve(GemmPrecision::BF16) == GemmEngine::Amx)
+  const GemmEngine e = gemm_engine_for(GemmEngine::Auto, GemmPrecision::BF16, M, N, K);
+  if (e == GemmEngine::Amx)
     gemm_amx_bf16(Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
+  else if (e == GemmEngine::Avx512)
+    gemm_bf16_avx512(Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
   else
     dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
   record_gemm(t0, M, N, K);
@@ -354,7 +360,7 @@ void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, GemmOperand
   ZAYA_CHECK(K > 0, "gemm_bf16: K must be positive");
   const GemmT0 t0 = gemm_t0();
   dnnl_gemm(GemmPrecision::BF16, ta, tb, M, N, K, alpha, A.b16 ? nullptr : A.f32, A.ld, B.b16 ? nullptr : B.f32, B.ld,
-            beta, C, ldc, A.b16, B.b16, gemm_resolve(GemmPrecision::BF16) == GemmEngine::Amx);
+            beta, C, ldc, A.b16, B.b16, gemm_engine_for(GemmEngine::Auto, GemmPrecision::BF16, M, N, K));
   record_gemm(t0, M, N, K);
 }
 
@@ -369,15 +375,17 @@ void scale_c(int M, int N, float beta, float* C, int ldc) {  // BLAS semantics f
 
 GemmEngine gemm_engine_for(GemmEngine engine, GemmPrecision prec, int M, int N, int K) {
   if (prec == GemmPrecision::BF16 && !bf16_gemm_supported()) prec = GemmPrecision::F32;
-  // Auto, nothing forced: fp32 on our kernel but for the largest products (gemm_f32_suits).
+  // Auto, nothing forced: our AVX-512 kernels but for the largest products (gemm_avx512_suits).
   const bool by_shape = engine == GemmEngine::Auto && gemm_settings().engine == GemmEngine::Auto &&
                         forced_engine() == GemmEngine::Auto;
   if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
-  if (by_shape && engine == GemmEngine::Avx512 && !gemm_f32_suits(M, N, K)) engine = GemmEngine::OpenBLAS;
+  if (by_shape && engine == GemmEngine::Avx512 && !gemm_avx512_suits(M, N, K))
+    engine = prec == GemmPrecision::F32 ? GemmEngine::OpenBLAS : GemmEngine::OneDNN;
   if (engine == GemmEngine::Amx && (prec != GemmPrecision::BF16 || !amx_bf16_usable()))
     engine = gemm_resolve(prec);  // the AMX kernel multiplies bf16 on AMX only
-  if (engine == GemmEngine::Avx512 && (prec != GemmPrecision::F32 || !gemm_f32_usable()))
-    engine = gemm_resolve(prec);  // the AVX-512 kernel multiplies fp32 only
+  if (engine == GemmEngine::Avx512 &&
+      !(prec == GemmPrecision::F32 ? gemm_f32_usable() : gemm_bf16_avx512_usable()))
+    engine = gemm_resolve(prec);  // the AVX-512 kernels: fp32 on AVX-512F, bf16 on AVX512-BF16
   if (prec == GemmPrecision::BF16 && engine == GemmEngine::OpenBLAS) engine = GemmEngine::OneDNN;  // no bf16 sgemm
   return engine;
 }
@@ -395,8 +403,7 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
   }
   engine = gemm_engine_for(engine, prec, M, N, K);
   if (prec == GemmPrecision::BF16 || engine == GemmEngine::OneDNN)
-    dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr,
-              engine == GemmEngine::Amx);
+    dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr, engine);
   else if (engine == GemmEngine::Avx512)
     gemm_f32_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else

@@ -6,7 +6,7 @@
 // bf16 (operands rounded to bf16, fp32 accumulation and output; needs AVX512-BF16 or AMX,
 // detected at run time). The default engine per precision is what measured fastest on our
 // machines (see README, "GEMM engines"): fp32 our AVX-512 kernel where the CPU has AVX-512,
-// but OpenBLAS for the largest products (gemm_f32_suits) and on CPUs without it; bf16 the
+// but OpenBLAS for the largest products (gemm_avx512_suits) and on CPUs without it; bf16 the
 // AMX kernel where the CPU has AMX, else oneDNN. It can be forced with
 // ZAYA_GEMM_ENGINE=openblas|onednn|amx|avx512 (amx applies to bf16 only, avx512 to fp32 only).
 // double always goes to OpenBLAS dgemm (gradient checks).

@@ -1,0 +1,373 @@
+#include "kernels/gemm_avx512.h"
+
+// GCC 12's AVX-512 headers use _mm512_undefined_* inside inline intrinsics.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/avx512_transpose.h"
+
+// Compiled for AVX-512 whatever -march says; the fp32 paths run after gemm_f32_usable(), the
+// bf16 ones after gemm_bf16_avx512_usable() said yes.
+#define ZAYA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace zaya {
+
+namespace {
+
+constexpr int kMR = 12;   // rows of a register block of C
+constexpr int kNR = 32;   // columns of a panel (two vectors)
+constexpr int kKC = 512;  // K steps per pass: a block's packed A (24 KB) stays in L1
+constexpr int kAGroup = 4;  // row blocks of A packed together
+constexpr long kInPlaceStride = 2048;  // bytes between A's rows read in place
+constexpr long kL2Panels = 768 * 1024;  // bytes of B panels a thread sweeps per row block
+
+// A 32-bit lane of the packed operands or of A read in place: a float, or a pair of bf16 (k,
+// k+1) read as one. may_alias: bf16 storage is read through it.
+typedef float lane32 __attribute__((may_alias));
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+__mmask16 cols_mask(int cols) { return cols >= 16 ? __mmask16(0xFFFF) : cols <= 0 ? 0 : __mmask16((1u << cols) - 1); }
+__mmask32 elems_mask(long n) { return n >= 32 ? ~__mmask32(0) : n <= 0 ? 0 : __mmask32((1u << n) - 1); }
+
+// Interleaves two rows of 32 bf16 (k and k + 1) into pairs: kPairLo takes columns 0-15,
+// kPairHi 16-31 (_mm512_permutex2var_epi16 indices; 32 + c names the second row's c).
+struct PairIdx {
+  alignas(64) uint16_t lo[32], hi[32];
+  PairIdx() {
+    for (int c = 0; c < 16; ++c) lo[2 * c] = uint16_t(c), lo[2 * c + 1] = uint16_t(32 + c);
+    for (int c = 0; c < 16; ++c) hi[2 * c] = uint16_t(16 + c), hi[2 * c + 1] = uint16_t(48 + c);
+  }
+};
+const PairIdx kPairIdx;
+
+// One product as the threads see it. K counts the kernel's steps along K: elements for fp32,
+// pairs for bf16 (Kel the elements).
+struct Job {
+  int M, N, K, Kel, MB, NP;  // row blocks of kMR, panels of kNR
+  bool bf;                   // bf16 operands (2 bytes), else fp32
+  bool a_t;                  // A stored [k][i] (ta == T)
+  const void* A;
+  long lda;
+  bool b_t;  // B stored [j][k] (tb == T)
+  const void* B;
+  long ldb;
+  float* bp;  // packed panels: panel p's step k at bp + (p * K + k) * kNR
+  float alpha, beta;
+  float* C;
+  long ldc;
+  const float* af() const { return static_cast<const float*>(A); }
+  const float* bf32() const { return static_cast<const float*>(B); }
+  const bf16* ah() const { return static_cast<const bf16*>(A); }
+  const bf16* bh() const { return static_cast<const bf16*>(B); }
+};
+
+// Panel p of op(B), all of K, as [k][32] (zero columns past N).
+ZAYA_AVX512 void pack_panel_f32(const Job& j, int p) {
+  float* out = j.bp + size_t(p) * j.K * kNR;
+  const int j0 = p * kNR, cols = std::min(kNR, j.N - j0);
+  if (!j.b_t) {  // [k][j]: rows of 32 as stored
+    const __mmask16 m0 = cols_mask(cols), m1 = cols_mask(cols - 16);
+    for (int k = 0; k < j.K; ++k) {
+      const float* src = j.bf32() + size_t(k) * j.ldb + j0;
+      _mm512_store_ps(out + size_t(k) * kNR, _mm512_maskz_loadu_ps(m0, src));
+      _mm512_store_ps(out + size_t(k) * kNR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+    }
+    return;
+  }
+  // [j][k]: 16 x 16 blocks transposed; K's and the columns' tails element by element.
+  const int kfull = j.K / 16 * 16;
+  for (int half = 0; half < 2; ++half) {
+    const int c0 = half * 16, cn = std::min(16, cols - c0);
+    if (cn <= 0) {
+      for (int k = 0; k < j.K; ++k) _mm512_store_ps(out + size_t(k) * kNR + c0, _mm512_setzero_ps());
+      continue;
+    }
+    for (int k0 = 0; k0 < kfull; k0 += 16) {
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c)
+        r[c] = c < cn ? _mm512_loadu_si512(j.bf32() + size_t(j0 + c0 + c) * j.ldb + k0) : _mm512_setzero_si512();
+      transpose16(r);
+      for (int q = 0; q < 16; ++q) _mm512_store_si512(out + size_t(k0 + q) * kNR + c0, r[q]);
+    }
+    for (int k = kfull; k < j.K; ++k)
+      for (int c = 0; c < 16; ++c)
+        out[size_t(k) * kNR + c0 + c] = c < cn ? j.bf32()[size_t(j0 + c0 + c) * j.ldb + k] : 0.f;
+  }
+}
+
+// The same panel of bf16 B as [pair][32] lanes: lane c of step s holds (B[2s][c], B[2s+1][c]),
+// the second zero past K.
+ZAYA_AVX512 void pack_panel_bf16(const Job& j, int p) {
+  float* out = j.bp + size_t(p) * j.K * kNR;
+  const int j0 = p * kNR, cols = std::min(kNR, j.N - j0);
+  if (!j.b_t) {  // [k][j]: rows k and k + 1 interleaved
+    const __mmask32 m = elems_mask(cols);
+    const __m512i lo = _mm512_load_si512(kPairIdx.lo), hi = _mm512_load_si512(kPairIdx.hi);
+    for (int s = 0; s < j.K; ++s) {
+      const bf16* src = j.bh() + size_t(2 * s) * j.ldb + j0;
+      const __m512i r0 = _mm512_maskz_loadu_epi16(m, src);
+      const __m512i r1 = 2 * s + 1 < j.Kel ? _mm512_maskz_loadu_epi16(m, src + j.ldb) : _mm512_setzero_si512();
+      _mm512_store_si512(out + size_t(s) * kNR, _mm512_permutex2var_epi16(r0, lo, r1));
+      _mm512_store_si512(out + size_t(s) * kNR + 16, _mm512_permutex2var_epi16(r0, hi, r1));
+    }
+    return;
+  }
+  // [j][k]: a column's pairs lie next to each other; 16 x 16 blocks of pairs transposed, K's
+  // tail masked (an odd K's last pair loads one element and a zero).
+  for (int half = 0; half < 2; ++half) {
+    const int c0 = half * 16, cn = std::min(16, cols - c0);
+    if (cn <= 0) {
+      for (int s = 0; s < j.K; ++s) _mm512_store_si512(out + size_t(s) * kNR + c0, _mm512_setzero_si512());
+      continue;
+    }
+    for (int s0 = 0; s0 < j.K; s0 += 16) {
+      const __mmask32 km = elems_mask(long(j.Kel) - 2 * s0);
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c)
+        r[c] = c < cn ? _mm512_maskz_loadu_epi16(km, j.bh() + size_t(j0 + c0 + c) * j.ldb + 2 * s0)
+                      : _mm512_setzero_si512();
+      transpose16(r);
+      for (int q = 0; q < std::min(16, j.K - s0); ++q) _mm512_store_si512(out + size_t(s0 + q) * kNR + c0, r[q]);
+    }
+  }
+}
+
+// Row blocks i0.. (rows of them, up to kAGroup blocks) of op(A) over steps [k0, k0 + kc), each
+// as [k][kMR] at out + block * kc * kMR: a block's elements for one k on one line, whatever A's
+// stride (rows or K-steps 4 KB or more apart fall in one L1 set, and the LM head's 32 KB rows
+// were re-read from L2 for every panel). Stored [k][i], the group's rows of one K-step are read
+// together: 48 floats, three whole lines, where one block alone would use 48 of 64 bytes.
+ZAYA_AVX512 void pack_a_f32(const Job& j, int i0, int rows, int k0, int kc, float* out) {
+  const int blocks = ceil_div(rows, kMR);
+  if (j.a_t) {
+    for (int k = 0; k < kc; ++k) {
+      const float* src = j.af() + size_t(k0 + k) * j.lda + i0;
+      for (int b = 0; b < blocks; ++b) {
+        const __mmask16 rm = cols_mask(std::min(kMR, rows - b * kMR));
+        _mm512_mask_storeu_ps(out + (size_t(b) * kc + k) * kMR, rm, _mm512_maskz_loadu_ps(rm, src + b * kMR));
+      }
+    }
+    return;
+  }
+  for (int b = 0; b < blocks; ++b) {  // [i][k]: 16 K-steps of each row, transposed
+    const int r0 = i0 + b * kMR, rb = std::min(kMR, rows - b * kMR);
+    const __mmask16 rm = cols_mask(rb);
+    float* o = out + size_t(b) * kc * kMR;
+    for (int kb = 0; kb < kc; kb += 16) {
+      const __mmask16 km = cols_mask(kc - kb);
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c)
+        r[c] = c < rb ? _mm512_castps_si512(_mm512_maskz_loadu_ps(km, j.af() + size_t(r0 + c) * j.lda + k0 + kb))
+                      : _mm512_setzero_si512();
+      transpose16(r);
+      for (int q = 0; q < std::min(16, kc - kb); ++q)
+        _mm512_mask_storeu_ps(o + size_t(kb + q) * kMR, rm, _mm512_castsi512_ps(r[q]));
+    }
+  }
+}
+
+// The same for bf16 A, pairs (A[i][2s], A[i][2s+1]) in the lanes, a zero past K.
+ZAYA_AVX512 void pack_a_bf16(const Job& j, int i0, int rows, int k0, int kc, float* out) {
+  const int blocks = ceil_div(rows, kMR);
+  if (j.a_t) {  // [k][i]: the 12 rows' elements of K-steps 2s and 2s + 1 interleaved
+    const __m512i lo = _mm512_load_si512(kPairIdx.lo);
+    for (int s = 0; s < kc; ++s) {
+      const long k = 2l * (k0 + s);
+      const bf16* src = j.ah() + size_t(k) * j.lda + i0;
+      const bool second = k + 1 < j.Kel;
+      for (int b = 0; b < blocks; ++b) {
+        const int rb = std::min(kMR, rows - b * kMR);
+        const __mmask32 m = elems_mask(rb);
+        const __m512i r0 = _mm512_maskz_loadu_epi16(m, src + b * kMR);
+        const __m512i r1 = second ? _mm512_maskz_loadu_epi16(m, src + j.lda + b * kMR) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(out + (size_t(b) * kc + s) * kMR, cols_mask(rb), _mm512_permutex2var_epi16(r0, lo, r1));
+      }
+    }
+    return;
+  }
+  for (int b = 0; b < blocks; ++b) {  // [i][k]: 16 pairs of each row, transposed
+    const int r0 = i0 + b * kMR, rb = std::min(kMR, rows - b * kMR);
+    const __mmask16 rm = cols_mask(rb);
+    float* o = out + size_t(b) * kc * kMR;
+    for (int sb = 0; sb < kc; sb += 16) {
+      const long e0 = 2l * (k0 + sb);
+      const __mmask32 km = elems_mask(std::min(2l * (kc - sb), long(j.Kel) - e0));
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c)
+        r[c] = c < rb ? _mm512_maskz_loadu_epi16(km, j.ah() + size_t(r0 + c) * j.lda + e0) : _mm512_setzero_si512();
+      transpose16(r);
+      for (int q = 0; q < std::min(16, kc - sb); ++q) _mm512_mask_storeu_epi32(o + size_t(sb + q) * kMR, rm, r[q]);
+    }
+  }
+}
+
+// C[MR rows, 32 columns (masked)] = alpha A[rows, k0..k0+kc) B-panel + beta C, A at `a` (its
+// lane (r, k) at a[r * lda + k], or a[k * lda + r] when AT), the panel's rows from `b`. BF: the
+// lanes are bf16 pairs, multiplied by dot products.
+template <int MR, bool AT, bool BF>
+ZAYA_AVX512 void block(const void* a_lanes, long lda, const float* b, int kc, float* C, long ldc, __mmask16 m0,
+                       __mmask16 m1, float alpha, float beta) {
+  const lane32* a = static_cast<const lane32*>(a_lanes);
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; ++r) c0[r] = _mm512_setzero_ps(), c1[r] = _mm512_setzero_ps();
+  for (int k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(b + size_t(k) * kNR), b1 = _mm512_load_ps(b + size_t(k) * kNR + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(AT ? a[size_t(k) * lda + r] : a[size_t(r) * lda + k]);
+      if constexpr (BF) {
+        c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)av, (__m512bh)b0);
+        c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)av, (__m512bh)b1);
+      } else {
+        c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+        c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+      }
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; ++r) {
+    float* c = C + size_t(r) * ldc;
+    __m512 v0 = _mm512_mul_ps(va, c0[r]), v1 = _mm512_mul_ps(va, c1[r]);
+    if (beta != 0.f) {
+      v0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, c), v0);
+      v1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, c + 16), v1);
+    }
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+  }
+}
+
+using BlockFn = void (*)(const void*, long, const float*, int, float*, long, __mmask16, __mmask16, float, float);
+
+template <bool AT, bool BF, int... R>
+constexpr std::array<BlockFn, sizeof...(R)> block_table(std::integer_sequence<int, R...>) {
+  return {&block<R + 1, AT, BF>...};
+}
+
+// Whether A is read in place (see the header): row-major, rows near enough, and for bf16 its
+// pairs whole and 4-byte aligned.
+bool a_in_place(const Job& j) {
+  if (j.a_t) return false;
+  if (!j.bf) return j.lda * 4 <= kInPlaceStride;
+  return j.lda * 2 <= kInPlaceStride && j.Kel % 2 == 0 && j.lda % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(j.A) % 4 == 0;
+}
+
+// Thread t of nt: packs its share of B, meets the others, computes its blocks of C.
+ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
+  const bool split_n = nt > 1 && j.NP >= nt && (j.N > j.M || j.MB < nt);
+  const int tm = split_n ? 1 : std::min(nt, j.MB), tn = split_n ? nt : 1;
+  const int ti = t / tn, tj = t % tn;
+  const int mb0 = int(long(j.MB) * ti / tm), mb1 = int(long(j.MB) * (ti + 1) / tm);
+  const int np0 = int(long(j.NP) * tj / tn), np1 = int(long(j.NP) * (tj + 1) / tn);
+  // Columns split: this thread's own panels; rows split: a share of all, then a barrier.
+  const int p0 = split_n ? (t < tm * tn ? np0 : 0) : int(long(j.NP) * t / nt);
+  const int p1 = split_n ? (t < tm * tn ? np1 : 0) : int(long(j.NP) * (t + 1) / nt);
+  for (int p = p0; p < p1; ++p) j.bf ? pack_panel_bf16(j, p) : pack_panel_f32(j, p);
+  if (nt > 1 && !split_n) {
+#pragma omp barrier
+  }
+  if (t >= tm * tn) return;
+  static constexpr auto kN = block_table<false, false>(std::make_integer_sequence<int, kMR>{});
+  static constexpr auto kT = block_table<true, false>(std::make_integer_sequence<int, kMR>{});
+  static constexpr auto kNb = block_table<false, true>(std::make_integer_sequence<int, kMR>{});
+  static constexpr auto kTb = block_table<true, true>(std::make_integer_sequence<int, kMR>{});
+  const bool packed = !a_in_place(j);
+  const auto& fns = j.bf ? (packed ? kTb : kNb) : (packed ? kT : kN);
+  // In place, A's lanes: a row of lda elements is lda / 2 pairs.
+  const long lda_lanes = j.bf ? j.lda / 2 : j.lda;
+  static thread_local std::vector<float> apack;
+  if (packed && apack.size() < size_t(kAGroup) * kKC * kMR) apack.resize(size_t(kAGroup) * kKC * kMR);
+  const int chunk = std::max(1, int(kL2Panels / (long(std::min(j.K, kKC)) * kNR * 4)));
+  for (int k0 = 0; k0 < j.K; k0 += kKC) {
+    const int kc = std::min(kKC, j.K - k0);
+    const float beta = k0 == 0 ? j.beta : 1.f;  // later K blocks add into C
+    for (int c0 = np0; c0 < np1; c0 += chunk) {
+      const int c1 = std::min(np1, c0 + chunk);
+      for (int g0 = mb0; g0 < mb1; g0 += kAGroup) {
+        const int g1 = std::min(mb1, g0 + kAGroup);
+        if (packed) {
+          const int rows = std::min(j.M, g1 * kMR) - g0 * kMR;
+          j.bf ? pack_a_bf16(j, g0 * kMR, rows, k0, kc, apack.data()) : pack_a_f32(j, g0 * kMR, rows, k0, kc, apack.data());
+        }
+        for (int mb = g0; mb < g1; ++mb) {
+          const int i0 = mb * kMR, rows = std::min(kMR, j.M - i0);
+          const lane32* a = packed ? apack.data() + size_t(mb - g0) * kc * kMR
+                                   : static_cast<const lane32*>(j.A) + size_t(i0) * lda_lanes + k0;
+          const long lda = packed ? kMR : lda_lanes;
+          for (int p = c0; p < c1; ++p) {
+            const int cols = std::min(kNR, j.N - p * kNR);
+            fns[rows - 1](a, lda, j.bp + (size_t(p) * j.K + k0) * kNR, kc,
+                          j.C + size_t(i0) * j.ldc + size_t(p) * kNR, j.ldc, cols_mask(cols), cols_mask(cols - 16),
+                          j.alpha, beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+void run(Job& j, bool serial) {
+  j.MB = ceil_div(j.M, kMR), j.NP = ceil_div(j.N, kNR);
+  // Only grows: resizing down and up again would zero the difference on every call.
+  static thread_local std::vector<float> bp;
+  const size_t need = size_t(j.NP) * j.K * kNR + 16;
+  if (bp.size() < need) bp.resize(need);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(bp.data());
+  j.bp = bp.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  // Inside a parallel region (per-head or per-expert work) the calling thread does it all.
+  int nth = serial || omp_in_parallel() ? 1 : omp_get_max_threads();
+  nth = std::max(1, std::min(nth, std::max(j.MB, j.NP)));
+  if (nth == 1) return run_share(j, 0, 1);
+#pragma omp parallel num_threads(nth)
+  run_share(j, omp_get_thread_num(), omp_get_num_threads());
+}
+
+Job make_job(bool bf, Trans ta, Trans tb, int M, int N, int K, float alpha, const void* A, long lda,
+             const void* B, long ldb, float beta, float* C, long ldc) {
+  Job j{};
+  j.bf = bf;
+  j.M = M, j.N = N, j.Kel = K, j.K = bf ? ceil_div(K, 2) : K;
+  j.a_t = ta == Trans::T, j.A = A, j.lda = lda;
+  j.b_t = tb == Trans::T, j.B = B, j.ldb = ldb;
+  j.alpha = alpha, j.beta = beta, j.C = C, j.ldc = ldc;
+  return j;
+}
+
+}  // namespace
+
+bool gemm_f32_usable() { return cpu_features().avx512f; }
+bool gemm_bf16_avx512_usable() { return cpu_features().avx512f && cpu_features().avx512_bf16; }
+
+bool gemm_avx512_suits(int M, int N, int K) { return long(M) * N < (4l << 20) && K <= 4096; }
+
+void gemm_f32_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, long lda,
+                     const float* B, long ldb, float beta, float* C, long ldc, bool serial) {
+  ZAYA_CHECK(gemm_f32_usable(), "gemm_f32_avx512: this CPU has no AVX-512");
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  Job j = make_job(false, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  run(j, serial);
+}
+
+void gemm_bf16_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, long lda,
+                      const bf16* B, long ldb, float beta, float* C, long ldc, bool serial) {
+  ZAYA_CHECK(gemm_bf16_avx512_usable(), "gemm_bf16_avx512: this CPU has no AVX512-BF16");
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  Job j = make_job(true, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  run(j, serial);
+}
+
+}  // namespace zaya
