@@ -13,10 +13,11 @@
 #include "core/bf16.h"
 #include "core/rng.h"
 #include "kernels/attention.h"
-#include "kernels/attention_amx.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/conv.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_amx.h"
+#include "kernels/gemm_avx512.h"
 #include "kernels/loss.h"
 #include "kernels/vec_math.h"
 #include "model/model.h"
@@ -133,13 +134,18 @@ TEST(GemmAmx, InPlacePackedKBlocksAndSplitsAgreeWithTheReference) {
                              tb == Trans::N ? N : K, N, beta, 1.0 / (1 << 16));
 }
 
-// Attention with its products in bf16 on the AMX kernel (causal row blocks, keys past the
-// diagonal skipped) against the fp32 path: out, lse and the three input gradients within
-// 1.5% normwise (bf16 operands, fp32 softmax and sums), for local attention with GQA and a
-// row count that is no multiple of the 64-row block, for a context-parallel shard (queries
-// 130.. against 200 gathered keys), and at the demo model's head dim of 32.
+// Attention with its products in bf16 on each of our bf16 kernels the CPU has (AMX,
+// AVX512-BF16; causal row blocks, keys past the diagonal skipped) against the fp32 path: out,
+// lse and the three input gradients within 1.5% normwise (bf16 operands, fp32 softmax and
+// sums), for local attention with GQA and a row count that is no multiple of the 64-row
+// block, for a context-parallel shard (queries 130.. against 200 gathered keys), and at the
+// demo model's head dim of 32.
 TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
-  if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX-BF16";
+  std::vector<GemmEngine> engines;
+  if (amx_bf16_usable()) engines.push_back(GemmEngine::Amx);
+  if (gemm_bf16_avx512_usable()) engines.push_back(GemmEngine::Avx512);
+  if (engines.empty()) GTEST_SKIP() << "no AMX-BF16 / AVX512-BF16";
+  for (GemmEngine engine : engines)
   for (auto [Tq, Tk, q0, hd] : {std::tuple{150, 150, 0, 64}, std::tuple{70, 200, 130, 64}, std::tuple{100, 100, 0, 32}}) {
     const int B = 2, Hq = 4, Hk = 2;
     const int ldq = Hq * hd + 8, ldk = Hk * hd, ldo = Hq * hd;
@@ -159,16 +165,19 @@ TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
                          k.data(), v.data(), s, scratch.data());
       return r;
     };
-    const Result f = run(GemmPrecision::F32), h = run(GemmPrecision::BF16);
+    const Result f = run(GemmPrecision::F32);
+    gemm_settings().engine = engine;
+    const Result h = run(GemmPrecision::BF16);
     {
       PrecisionScope scope(GemmPrecision::BF16);
-      ASSERT_TRUE(attention_bf16_on());
+      EXPECT_TRUE(attention_bf16_on());
     }
+    gemm_settings().engine = GemmEngine::Auto;
     for (auto [name, a, b] : {std::tuple{"out", &h.out, &f.out}, std::tuple{"lse", &h.lse, &f.lse},
                               std::tuple{"dq", &h.dq, &f.dq}, std::tuple{"dk", &h.dk, &f.dk},
                               std::tuple{"dv", &h.dv, &f.dv}}) {
       const double e = normwise_rel(*a, *b);
-      EXPECT_LT(e, 0.015) << name << " Tq " << Tq << " Tk " << Tk << " hd " << hd;
+      EXPECT_LT(e, 0.015) << name << " Tq " << Tq << " Tk " << Tk << " hd " << hd << " " << gemm_engine_name(engine);
       EXPECT_GT(e, 0.0) << name << ": the bf16 path was not taken";
     }
   }
@@ -207,9 +216,9 @@ TEST(ConvBf16, MatchesFp32WithinBf16Rounding) {
       return r;
     };
     const Result f = run(GemmPrecision::F32);
-    // The trainer's engine, and oneDNN (what CPUs without AMX run) with its row and depth
-    // bucketing of the same bf16 operands.
-    for (GemmEngine engine : {GemmEngine::Auto, GemmEngine::OneDNN}) {
+    // The trainer's engine, oneDNN with its row and depth bucketing of the same bf16 operands,
+    // and our AVX512-BF16 kernel (what CPUs without AMX run).
+    for (GemmEngine engine : {GemmEngine::Auto, GemmEngine::OneDNN, GemmEngine::Avx512}) {
       gemm_settings().engine = engine;
       const Result h = run(GemmPrecision::BF16);
       gemm_settings().engine = GemmEngine::Auto;

@@ -138,7 +138,7 @@ void setup_gemm(CLI::App& app) {
   app.add_option("--dtype", fl->dtype, "fp32, bf16 or both (comma list)")->capture_default_str();
   CLI::Option* engine_opt =
       app.add_option("--engine", fl->engine,
-                     "auto (the trainer's choice), openblas, onednn, amx (bf16 on AMX), avx512 (fp32 on AVX-512; comma list); --peak without "
+                     "auto (the trainer's choice), openblas, onednn, amx (bf16 on AMX), avx512 (fp32 on AVX-512, bf16 on AVX512-BF16; comma list); --peak without "
                      "--engine tries every engine (each shape once per engine that runs it)")
           ->capture_default_str();
   app.add_option("--layout", fl->layout, "nn, nt (activations x weights^T, the trainer's forward), tn, tt")->capture_default_str();

@@ -7,7 +7,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/attention_amx.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/attention_avx512.h"
 #include "kernels/gemm.h"
 #include "kernels/vec_math.h"

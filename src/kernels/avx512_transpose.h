@@ -1,5 +1,5 @@
 // 16 x 16 transpose of 32-bit elements in AVX-512 registers, shared by the GEMM kernels'
-// packing (bf16 pairs on AMX, fp32 on AVX-512): out[c] = column c of the rows r[0..15].
+// packing (bf16 pairs on AMX and AVX512-BF16, fp32 on AVX-512): out[c] = column c of the rows r[0..15].
 #pragma once
 #include <immintrin.h>
 

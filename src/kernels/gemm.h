@@ -2,13 +2,15 @@
 // benchmarks, sizing measurements). Row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta C.
 //
 // Engines: OpenBLAS (OpenMP build, linked explicitly), oneDNN, and our own kernels: fp32 on
-// AVX-512 (kernels/gemm_f32.h) and bf16 on AMX (kernels/gemm_amx.h). Precisions: fp32, and
-// bf16 (operands rounded to bf16, fp32 accumulation and output; needs AVX512-BF16 or AMX,
-// detected at run time). The default engine per precision is what measured fastest on our
-// machines (see README, "GEMM engines"): fp32 our AVX-512 kernel where the CPU has AVX-512,
-// but OpenBLAS for the largest products (gemm_avx512_suits) and on CPUs without it; bf16 the
-// AMX kernel where the CPU has AMX, else oneDNN. It can be forced with
-// ZAYA_GEMM_ENGINE=openblas|onednn|amx|avx512 (amx applies to bf16 only, avx512 to fp32 only).
+// AVX-512 and bf16 on AVX512-BF16 (kernels/gemm_avx512.h), bf16 on AMX (kernels/gemm_amx.h).
+// Precisions: fp32, and bf16 (operands rounded to bf16, fp32 accumulation and output; needs
+// AVX512-BF16 or AMX, detected at run time). The default engine per precision is what
+// measured fastest on our machines (see README, "GEMM engines"): fp32 our AVX-512 kernel
+// where the CPU has AVX-512, OpenBLAS on CPUs without it; bf16 the AMX kernel where the CPU
+// has AMX, else our AVX512-BF16 kernel, else oneDNN; the largest products (gemm_avx512_suits)
+// go from the AVX-512 kernels to OpenBLAS (fp32) and oneDNN (bf16). It can be forced with
+// ZAYA_GEMM_ENGINE=openblas|onednn|amx|avx512 (onednn and avx512 apply to both precisions,
+// amx to bf16 only, openblas to fp32 only: the other precision keeps its default).
 // double always goes to OpenBLAS dgemm (gradient checks).
 #pragma once
 #include <omp.h>

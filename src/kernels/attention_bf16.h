@@ -1,5 +1,5 @@
 // Causal attention of training and prefill (attention.h's contract) with its products in
-// bf16 on the AMX kernel (gemm_amx.h), for bf16 training:
+// bf16 on our bf16 kernels (AMX, gemm_amx.h; else AVX512-BF16, gemm_avx512.h), for bf16 training:
 //   - queries in blocks of kAttnRowBlock rows, each multiplied only against the keys it sees
 //     (the causal half is skipped, not masked: about half of the products' work);
 //   - Q, K, V and dO rounded to bf16 once per head, the probabilities and dS once per block;
@@ -11,7 +11,8 @@
 namespace zaya {
 
 
-// bf16 products selected (gemm_settings().precision) and resolved to the AMX kernel.
+// bf16 products selected (gemm_settings().precision) and resolved to one of our kernels (AMX
+// or AVX512-BF16).
 bool attention_bf16_on();
 
 void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,

@@ -1,10 +1,13 @@
-// The hand-written AMX bf16 GEMM (kernels/gemm_amx.h) beside oneDNN's matmul on the trainer's
-// shapes, both given the same bf16 operands as stored (no rounding in the timed call), in the
-// three layouts training uses: forward x W^T (nt), backward dX = dY W (nn), dW = dY^T X (tn).
-// Median of --reps calls after 2 warm-up calls, each engine's calls interleaved with the other's.
+// Our hand-written bf16 GEMMs (AMX, kernels/gemm_amx.h; AVX512-BF16, kernels/gemm_avx512.h)
+// beside oneDNN's matmul on the trainer's shapes, all given the same bf16 operands as stored
+// (no rounding in the timed call), in the three layouts training uses: forward x W^T (nt),
+// backward dX = dY W (nn), dW = dY^T X (tn). Median of --reps calls after 2 warm-up calls,
+// each engine's calls interleaved with the other's.
 //
-// Usage: build/bench_gemm_amx [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--beta B] [--attention]
-// (@LDA: A stored with that leading dimension, as the trainer's strided operands are)
+// Usage: build/bench_gemm_bf16 [--kernel amx|avx512] [--threads N] [--reps R]
+//                              [--shapes MxNxK[@LDA],...] [--beta B] [--attention]
+// (--kernel: ours to compare, default the trainer's bf16 engine; @LDA: A stored with that
+// leading dimension, as the trainer's strided operands are)
 // Default shapes: zaya1-small at B*T = 2048 (projections, experts at ~256 rows, LM head).
 // --attention: one layer of zaya1-small's attention, forward and backward, fp32 against bf16.
 #include <omp.h>
@@ -21,9 +24,10 @@
 
 #include "core/bf16.h"
 #include "kernels/attention.h"
-#include "kernels/attention_amx.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_amx.h"
+#include "kernels/gemm_avx512.h"
 
 using namespace zaya;
 
@@ -46,7 +50,7 @@ std::vector<Shape> parse_shapes(const std::string& s) {
     const std::string one = s.substr(i, j - i);
     const int got = std::sscanf(one.c_str(), "%dx%dx%d@%ld", &sh.M, &sh.N, &sh.K, &sh.lda);
     if (got < 3 || sh.M < 1 || sh.N < 1 || sh.K < 1 || (got == 4 && sh.lda < 1)) {
-      std::fprintf(stderr, "bench_gemm_amx: --shapes '%s': expected MxNxK[@LDA][,...]\n", s.c_str());
+      std::fprintf(stderr, "bench_gemm_bf16: --shapes '%s': expected MxNxK[@LDA][,...]\n", s.c_str());
       std::exit(2);
     }
     out.push_back(sh);
@@ -61,7 +65,7 @@ double median(std::vector<double> v) {
 }
 
 // zaya1-small's attention (B=8, T=256, 4 query heads over 2 KV heads, head dim 64), forward
-// and backward, the fp32 path (OpenBLAS per head) against the bf16 one (AMX, causal blocks).
+// and backward, the fp32 path (per head) against the bf16 one (our bf16 kernel, causal blocks).
 void bench_attention(int reps) {
   const int B = 8, T = 256, Hq = 4, Hk = 2, hd = 64;
   AttnShape s{B, T, T, 0, Hq, Hk, hd, Hq * hd, Hk * hd, Hk * hd, Hq * hd};
@@ -100,6 +104,7 @@ int main(int argc, char** argv) {
   maybe_reexec_for_blas_core(argv);  // OpenBLAS's AVX-512 kernels for the fp32 side, as in zaya
   int threads = omp_get_max_threads(), reps = 20;
   bool attention = false;
+  std::string kernel;
   float beta = 0.f;  // 1: accumulate into C, as the dW products do
   std::string shapes = "2048x512x512,2048x256x512,2048x128x512,2048x512x256,256x1024x512,256x512x512,2048x8192x512";
   for (int i = 1; i < argc; ++i) {
@@ -110,26 +115,41 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     else if (a == "--shapes" && i + 1 < argc)
       shapes = argv[++i];
+    else if (a == "--kernel" && i + 1 < argc)
+      kernel = argv[++i];
     else if (a == "--attention")
       attention = true;
     else if (a == "--beta" && i + 1 < argc)
       beta = float(std::atof(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--beta B] [--attention]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--kernel amx|avx512] [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--beta B] "
+                   "[--attention]\n",
+                   argv[0]);
       return 2;
     }
   }
-  if (!amx_bf16_usable()) {
-    std::printf("bench_gemm_amx: this CPU has no usable AMX-BF16; nothing to compare\n");
+  if (kernel.empty()) kernel = amx_bf16_usable() ? "amx" : "avx512";
+  if (kernel != "amx" && kernel != "avx512") {
+    std::fprintf(stderr, "bench_gemm_bf16: --kernel '%s': expected amx or avx512\n", kernel.c_str());
+    return 2;
+  }
+  const bool amx = kernel == "amx";
+  if (amx ? !amx_bf16_usable() : !gemm_bf16_avx512_usable()) {
+    std::printf("bench_gemm_bf16: this CPU has no usable %s; nothing to compare\n", amx ? "AMX-BF16" : "AVX512-BF16");
     return 0;
   }
+  const GemmEngine ours = amx ? GemmEngine::Amx : GemmEngine::Avx512;
+  gemm_settings().engine = ours;  // attention's bf16 path and the products below
   omp_set_num_threads(threads);
-  std::printf("# bench_gemm_amx: %d threads, median of %d calls; %s\n", threads, reps, gemm_runtime_info().c_str());
+  std::printf("# bench_gemm_bf16: kernel %s, %d threads, median of %d calls; %s\n", kernel.c_str(), threads, reps,
+              gemm_runtime_info().c_str());
   if (attention) {
     bench_attention(reps);
     return 0;
   }
-  std::printf("%-6s %6s %6s %6s  %12s %12s  %8s  %10s\n", "layout", "M", "N", "K", "amx GFLOP/s", "onednn", "ratio",
+  const std::string head = kernel + " GFLOP/s";
+  std::printf("%-6s %6s %6s %6s  %14s %12s  %8s  %10s\n", "layout", "M", "N", "K", head.c_str(), "onednn", "ratio",
               "max |diff|");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -145,19 +165,22 @@ int main(int argc, char** argv) {
       std::vector<double> t_amx, t_dnnl;
       for (int r = 0; r < reps + 2; ++r) {
         double t0 = now();
-        gemm_amx_bf16(ta, tb, s.M, s.N, s.K, 1.f, A.data(), lda, B.data(), ldb, beta, C1.data(), s.N);
+        if (amx)
+          gemm_amx_bf16(ta, tb, s.M, s.N, s.K, 1.f, A.data(), lda, B.data(), ldb, beta, C1.data(), s.N);
+        else
+          gemm_bf16_avx512(ta, tb, s.M, s.N, s.K, 1.f, A.data(), lda, B.data(), ldb, beta, C1.data(), s.N);
         double t1 = now();
         gemm_settings().engine = GemmEngine::OneDNN;
         gemm_bf16(ta, tb, s.M, s.N, s.K, 1.f, GemmOperand{nullptr, A.data(), int(lda)},
                   GemmOperand{nullptr, B.data(), int(ldb)}, beta, C2.data(), s.N);
-        gemm_settings().engine = GemmEngine::Auto;
+        gemm_settings().engine = ours;
         double t2 = now();
         if (r >= 2) t_amx.push_back(t1 - t0), t_dnnl.push_back(t2 - t1);
       }
       double diff = 0;
       for (size_t i = 0; i < C1.size(); ++i) diff = std::max(diff, double(std::fabs(C1[i] - C2[i])));
       const double flop = 2.0 * s.M * s.N * s.K, ga = flop / median(t_amx) / 1e9, gd = flop / median(t_dnnl) / 1e9;
-      std::printf("%-6s %6d %6d %6d  %12.1f %12.1f  %7.2fx  %10.2e\n", lay, s.M, s.N, s.K, ga, gd, ga / gd, diff);
+      std::printf("%-6s %6d %6d %6d  %14.1f %12.1f  %7.2fx  %10.2e\n", lay, s.M, s.N, s.K, ga, gd, ga / gd, diff);
     }
   }
   return 0;
