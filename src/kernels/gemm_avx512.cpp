@@ -219,6 +219,13 @@ template <int MR, bool AT, bool BF>
 ZAYA_AVX512 void block(const void* a_lanes, long lda, const float* b, int kc, float* C, long ldc, __mmask16 m0,
                        __mmask16 m1, float alpha, float beta) {
   const lane32* a = static_cast<const lane32*>(a_lanes);
+  if (beta != 0.f) {  // C is read after the K loop: start its lines on the way now
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(C + size_t(r) * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(C + size_t(r) * ldc + 16), _MM_HINT_T0);
+    }
+  }
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
   for (int r = 0; r < MR; ++r) c0[r] = _mm512_setzero_ps(), c1[r] = _mm512_setzero_ps();
