@@ -151,30 +151,24 @@ TEST(GemmBf16Avx512, InPlacePackedOddKPassesTailsAndSplitsAgreeWithTheReference)
         }
 }
 
-// Through zaya::gemm_with, as the trainer calls it: the same numbers as OpenBLAS within the
-// rounding of two fp32 sums.
-TEST(GemmF32, EngineEntryMatchesOpenBLAS) {
-  if (!gemm_f32_usable()) GTEST_SKIP() << "no AVX-512";
-  const int M = 77, N = 45, K = 300;
+// Through zaya::gemm_with, as the trainer calls it (bf16: fp32 operands rounded to bf16 on
+// the way in): the same numbers as another engine of the same precision within the rounding
+// of two fp32 sums.
+static void expect_engines_agree(GemmPrecision prec, GemmEngine ours, GemmEngine peer, Trans tb) {
+  const int M = 77, N = 45, K = 300, ldb = tb == Trans::N ? N : K;
   const auto A = uniform(size_t(M) * K, 4), B = uniform(size_t(N) * K, 5);
   std::vector<float> c1(size_t(M) * N), c2(c1.size());
-  gemm_with(GemmEngine::Avx512, GemmPrecision::F32, Trans::N, Trans::T, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f,
-            c1.data(), N);
-  gemm_with(GemmEngine::OpenBLAS, GemmPrecision::F32, Trans::N, Trans::T, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f,
-            c2.data(), N);
+  gemm_with(ours, prec, Trans::N, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, 0.f, c1.data(), N);
+  gemm_with(peer, prec, Trans::N, tb, M, N, K, 1.f, A.data(), K, B.data(), ldb, 0.f, c2.data(), N);
   for (size_t e = 0; e < c1.size(); ++e) ASSERT_NEAR(c1[e], c2[e], 1e-4) << e;
 }
 
-// Through zaya::gemm_with in bf16, as the trainer calls it (fp32 operands rounded to bf16 on
-// the way in): the same numbers as oneDNN's bf16 matmul within the rounding of two fp32 sums.
+TEST(GemmF32, EngineEntryMatchesOpenBLAS) {
+  if (!gemm_f32_usable()) GTEST_SKIP() << "no AVX-512";
+  expect_engines_agree(GemmPrecision::F32, GemmEngine::Avx512, GemmEngine::OpenBLAS, Trans::T);
+}
+
 TEST(GemmBf16Avx512, EngineEntryMatchesOneDNN) {
   if (!gemm_bf16_avx512_usable()) GTEST_SKIP() << "no AVX512-BF16";
-  const int M = 77, N = 45, K = 300;
-  const auto A = uniform(size_t(M) * K, 4), B = uniform(size_t(K) * N, 5);
-  std::vector<float> c1(size_t(M) * N), c2(c1.size());
-  gemm_with(GemmEngine::Avx512, GemmPrecision::BF16, Trans::N, Trans::N, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f,
-            c1.data(), N);
-  gemm_with(GemmEngine::OneDNN, GemmPrecision::BF16, Trans::N, Trans::N, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f,
-            c2.data(), N);
-  for (size_t e = 0; e < c1.size(); ++e) ASSERT_NEAR(c1[e], c2[e], 1e-4) << e;
+  expect_engines_agree(GemmPrecision::BF16, GemmEngine::Avx512, GemmEngine::OneDNN, Trans::N);
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -361,20 +362,29 @@ bool gemm_bf16_avx512_usable() { return cpu_features().avx512f && cpu_features()
 
 bool gemm_avx512_suits(int M, int N, int K) { return long(M) * N < (4l << 20) && K <= 4096; }
 
+namespace {
+
+template <class T>
+void run_checked(bool usable, const char* no_cpu, Trans ta, Trans tb, int M, int N, int K, float alpha, const T* A,
+                 long lda, const T* B, long ldb, float beta, float* C, long ldc, bool serial) {
+  ZAYA_CHECK(usable, no_cpu);
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  Job j = make_job(std::is_same_v<T, bf16>, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  run(j, serial);
+}
+
+}  // namespace
+
 void gemm_f32_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, long lda,
                      const float* B, long ldb, float beta, float* C, long ldc, bool serial) {
-  ZAYA_CHECK(gemm_f32_usable(), "gemm_f32_avx512: this CPU has no AVX-512");
-  if (M <= 0 || N <= 0 || K <= 0) return;
-  Job j = make_job(false, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  run(j, serial);
+  run_checked(gemm_f32_usable(), "gemm_f32_avx512: this CPU has no AVX-512", ta, tb, M, N, K, alpha, A, lda, B, ldb,
+              beta, C, ldc, serial);
 }
 
 void gemm_bf16_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, long lda,
                       const bf16* B, long ldb, float beta, float* C, long ldc, bool serial) {
-  ZAYA_CHECK(gemm_bf16_avx512_usable(), "gemm_bf16_avx512: this CPU has no AVX512-BF16");
-  if (M <= 0 || N <= 0 || K <= 0) return;
-  Job j = make_job(true, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  run(j, serial);
+  run_checked(gemm_bf16_avx512_usable(), "gemm_bf16_avx512: this CPU has no AVX512-BF16", ta, tb, M, N, K, alpha, A,
+              lda, B, ldb, beta, C, ldc, serial);
 }
 
 }  // namespace zaya
