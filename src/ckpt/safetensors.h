@@ -46,11 +46,8 @@ class SafetensorsFile {
   const TensorEntry* find(const std::string& name) const;
   const uint8_t* data(const TensorEntry& e) const { return data_ + e.begin; }
   size_t file_size() const { return file_.size(); }
-  // Maps every page of the file now (MADV_POPULATE_READ, or a touch per page on kernels
-  // without it), so later reads take no page faults, asking for huge pages first
-  // (MADV_HUGEPAGE). A file of 64 MB or more that the page cache already holds mostly in
-  // 4 KB pages is dropped from it and read again at the same address (views stay valid);
-  // `always_reread` forces that (tests). Returns false if it could not.
+  // Maps every page of the file now, in 2 MB pages where it can (MappedFile::populate: a
+  // file cached in 4 KB pages is read again; views stay valid). Returns false if it could not.
   bool populate(bool always_reread = false) const;
   // Reads a tensor as float/double, converting from F64/F32/F16/BF16, after checking its
   // shape equals `expect_shape` (when non-empty).

@@ -101,6 +101,14 @@ class MappedFile {
   void* address() const { return map_; }  // for madvise and for mapping the file again in place
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Maps every page of the file now (MADV_POPULATE_READ, or a touch per page on kernels
+  // without it), so later reads take no page faults, asking for huge pages first
+  // (MADV_HUGEPAGE). A file of 64 MB or more that the page cache already holds mostly in
+  // 4 KB pages (one just written, such as a model `zaya quantize` made a moment ago) is
+  // dropped from it and read again at the same address (pointers into it stay valid):
+  // weights streamed once per token from 4 KB pages cost a page walk per page.
+  // `always_reread` forces that (tests). Returns false if it could not.
+  bool populate(bool always_reread = false) const;
 
  private:
   void unmap();

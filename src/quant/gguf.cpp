@@ -304,18 +304,7 @@ uint64_t GgufFile::get_uint(const std::string& key) const {
   return v->u;
 }
 
-void GgufFile::populate() const {
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-  void* const map = file_.address();
-  if (!map) return;
-  madvise(map, file_.size(), MADV_HUGEPAGE);  // advice errors are harmless
-  if (madvise(map, file_.size(), MADV_POPULATE_READ) == 0) return;
-  volatile uint8_t sink = 0;  // kernels without MADV_POPULATE_READ: touch every page
-  for (size_t off = 0; off < file_.size(); off += 4096) sink = sink + file_.data()[off];
-  (void)sink;
-}
+void GgufFile::populate() const { file_.populate(); }
 
 void GgufFile::release(const void* p, size_t n) const {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p), lo = a / 4096 * 4096, hi = (a + n) / 4096 * 4096;

@@ -99,7 +99,7 @@ class GgufFile {
   // Typed getters: fail naming the file and key when absent or of another type.
   std::string get_string(const std::string& key) const;
   uint64_t get_uint(const std::string& key) const;  // any unsigned or non-negative signed type
-  // Maps every page now (2 MB pages where the kernel gives them). Returns false when unmapped.
+  // Maps every page now, in 2 MB pages where the kernel gives them (MappedFile::populate).
   void populate() const;
   // Drops this mapping's pages of [p, p + n) (a streaming reader that is done with them).
   void release(const void* p, size_t n) const;
