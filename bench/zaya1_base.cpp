@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
       std::printf("wrote %s: %.2f GB in %.1f s\n", a.dir.c_str(), bytes / 1e9, tw.seconds());
     }
     if (!a.quant.empty()) {
-      QuantBenchArgs q{a.dir, a.quant, a.kv == "fp32", a.reuse, a.prompt, a.steps, threads, a.triad_gbs, triad};
+      QuantBenchArgs q{a.dir, a.quant, a.config, a.kv == "fp32", a.reuse, a.prompt, a.steps, threads, a.triad_gbs, triad};
       run_quant_bench(q, cfg);
       if (!a.keep) {
         fs::remove_all(a.dir);

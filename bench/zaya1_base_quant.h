@@ -26,7 +26,7 @@
 namespace zaya::qbench {
 
 struct QuantBenchArgs {
-  std::string dir, type;
+  std::string dir, type, config;  // config: the TOML the model was made from (the 16 GB child loads it too)
   bool kv_fp32 = false, reuse = false;
   int prompt = 512, steps = 16, threads = 1;
   double triad_given = 0, triad_start = 0;
@@ -182,9 +182,8 @@ inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
               a.type.c_str(), sq / sb, sq, sb, q.bytes_per_token / 1e9, b.bytes_per_token / 1e9,
               b.bytes_per_token / q.bytes_per_token);
   logit_stats(b, q);
-  const std::string config = ZAYA_SOURCE_DIR "/configs/zaya1-base.toml";
   for (const auto& [name, dir] : {std::pair{std::string("bf16"), a.dir}, std::pair{a.type, qdir}}) {
-    const int rc = limit_test(dir, config, a.kv_fp32);
+    const int rc = limit_test(dir, a.config, a.kv_fp32);
     std::printf("16 GB limit (RLIMIT_AS = 16 GiB, load + prefill 32 + decode 8): %s %s (exit %d)\n", name.c_str(),
                 rc == 0 ? "runs" : "does NOT run", rc);
   }
