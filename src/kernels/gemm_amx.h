@@ -4,7 +4,7 @@
 //
 // Why our own: the trainer's products are small (2048 x 512 x 512 and below, experts of ~256
 // rows, CCA's 64-wide groups with strided outputs) and oneDNN 2.6's matmul spends much of
-// them outside the tile multiplies (bench_gemm_amx: the two engines are within 0.85-1.5x of
+// them outside the tile multiplies (bench_gemm_bf16 --kernel amx: the two engines are within 0.85-1.5x of
 // each other per product, but a zaya1-small bf16 step is 1.2-1.3x faster on this kernel, with
 // no row bucketing, depth padding or output copies). Here:
 //   - op(B) is packed once per call into 16-column panels in the pairs-of-K ("VNNI") order
