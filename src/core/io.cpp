@@ -294,7 +294,7 @@ bool populate_range(void* p, size_t n) {
 }  // namespace
 
 bool MappedFile::populate(bool always_reread) const {
-  void* const map = map_;
+  void* const map = map_;  // the same address after a re-read
   const size_t size = size_;
   if (!map) return false;
   if (!populate_range(map, size)) {  // kernels without MADV_POPULATE_READ: touch every page

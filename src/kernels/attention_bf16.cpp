@@ -8,8 +8,6 @@
 
 #include "core/bf16.h"
 #include "kernels/gemm.h"
-#include "kernels/gemm_amx.h"
-#include "kernels/gemm_avx512.h"
 #include "kernels/vec_math.h"
 
 namespace zaya {
@@ -20,15 +18,6 @@ bool attention_bf16_on() {
 }
 
 namespace {
-
-// One block's product on this thread, on the bf16 kernel the engine resolved to.
-void mm(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, long lda, const bf16* B, long ldb,
-        float beta, float* C, long ldc) {
-  if (gemm_resolve(GemmPrecision::BF16) == GemmEngine::Amx)
-    gemm_amx_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  else
-    gemm_bf16_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
-}
 
 // rows x hd of a strided fp32 operand, rounded into a contiguous bf16 block.
 void round_rows(bf16* dst, const float* src, int rows, int hd, int ld) {
@@ -72,6 +61,7 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
                             const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd;
   const float scale = 1.f / std::sqrt(float(hd));
+  const GemmEngine e = gemm_resolve(GemmPrecision::BF16);  // Amx or Avx512 (attention_bf16_on)
   for_each_group(k, v, s, [&](int b, int g, Scratch& sc) {
     for (int j = g * G; j < (g + 1) * G; ++j) {
       round_rows(sc.q16.data(), q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd, s.Tq, hd, s.ldq);
@@ -79,8 +69,8 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
       for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
         const int rows = std::min(kAttnRowBlock, s.Tq - r0), n = attn_block_keys(s, r0, rows);
         float* S = sc.p.data();
-        mm(Trans::N, Trans::T, rows, n, hd, scale, sc.q16.data() + size_t(r0) * hd, hd, sc.k16.data(), hd,
-                      0.f, S, n);
+        gemm_bf16_kernel(e, Trans::N, Trans::T, rows, n, hd, scale, sc.q16.data() + size_t(r0) * hd, hd,
+                         sc.k16.data(), hd, 0.f, S, n);
         for (int i = 0; i < rows; ++i) {
           float* row = S + size_t(i) * n;
           const int seen = last_key(s, r0 + i) + 1;
@@ -90,8 +80,8 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
           lse_j[r0 + i] = m + std::log(sum);
         }
         convert_to_bf16(S, sc.p16.data(), size_t(rows) * n);
-        mm(Trans::N, Trans::N, rows, hd, n, 1.f, sc.p16.data(), n, sc.v16.data(), hd, 0.f,
-                      out + (size_t(b) * s.Tq + r0) * s.ldo + size_t(j) * hd, s.ldo);
+        gemm_bf16_kernel(e, Trans::N, Trans::N, rows, hd, n, 1.f, sc.p16.data(), n, sc.v16.data(), hd, 0.f,
+                         out + (size_t(b) * s.Tq + r0) * s.ldo + size_t(j) * hd, s.ldo);
       }
     }
   });
@@ -101,6 +91,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
                              const float* q, const float* k, const float* v, const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd;
   const float scale = 1.f / std::sqrt(float(hd));
+  const GemmEngine e = gemm_resolve(GemmPrecision::BF16);  // Amx or Avx512 (attention_bf16_on)
   for_each_group(k, v, s, [&](int b, int g, Scratch& sc) {
     float* dkb = dk + s.kv_offset(b, g, s.ldk);
     float* dvb = dv + s.kv_offset(b, g, s.ldv);
@@ -115,8 +106,8 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
         const bf16* dob = sc.do16.data() + size_t(r0) * hd;
         float *P = sc.p.data(), *dP = sc.dp.data();
         // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
-        mm(Trans::N, Trans::T, rows, n, hd, scale, qb, hd, sc.k16.data(), hd, 0.f, P, n);
-        mm(Trans::N, Trans::T, rows, n, hd, 1.f, dob, hd, sc.v16.data(), hd, 0.f, dP, n);
+        gemm_bf16_kernel(e, Trans::N, Trans::T, rows, n, hd, scale, qb, hd, sc.k16.data(), hd, 0.f, P, n);
+        gemm_bf16_kernel(e, Trans::N, Trans::T, rows, n, hd, 1.f, dob, hd, sc.v16.data(), hd, 0.f, dP, n);
         for (int i = 0; i < rows; ++i) {
           const int t = r0 + i, seen = last_key(s, t) + 1;
           float* pr = P + size_t(i) * n;
@@ -133,10 +124,10 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
         convert_to_bf16(P, sc.p16.data(), size_t(rows) * n);
         convert_to_bf16(dP, sc.ds16.data(), size_t(rows) * n);
         // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q  (keys [0, n) only)
-        mm(Trans::T, Trans::N, n, hd, rows, 1.f, sc.p16.data(), n, dob, hd, 1.f, dvb, s.ldv);
-        mm(Trans::N, Trans::N, rows, hd, n, scale, sc.ds16.data(), n, sc.k16.data(), hd, 1.f,
-                      dq + qoff + size_t(r0) * s.ldq, s.ldq);
-        mm(Trans::T, Trans::N, n, hd, rows, scale, sc.ds16.data(), n, qb, hd, 1.f, dkb, s.ldk);
+        gemm_bf16_kernel(e, Trans::T, Trans::N, n, hd, rows, 1.f, sc.p16.data(), n, dob, hd, 1.f, dvb, s.ldv);
+        gemm_bf16_kernel(e, Trans::N, Trans::N, rows, hd, n, scale, sc.ds16.data(), n, sc.k16.data(), hd, 1.f,
+                         dq + qoff + size_t(r0) * s.ldq, s.ldq);
+        gemm_bf16_kernel(e, Trans::T, Trans::N, n, hd, rows, scale, sc.ds16.data(), n, qb, hd, 1.f, dkb, s.ldk);
       }
     }
   });

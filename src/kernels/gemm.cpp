@@ -245,8 +245,7 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
     long la = 0, lb = 0;
     const bf16* a16 = as_bf16(ma, A, ar, ac, lda, abuf, la);
     const bf16* b16 = as_bf16(mb, B, br, bc, ldb, bbuf, lb);
-    if (engine == GemmEngine::Amx) return gemm_amx_bf16(ta, tb, M, N, K, alpha, a16, la, b16, lb, beta, C, ldc);
-    return gemm_bf16_avx512(ta, tb, M, N, K, alpha, a16, la, b16, lb, beta, C, ldc);
+    return gemm_bf16_kernel(engine, ta, tb, M, N, K, alpha, a16, la, b16, lb, beta, C, ldc);
   }
   // oneDNN: a product with a weight has a model dimension for K; only activation-by-activation
   // products (dW = dY^T X over the tokens an expert got) need the padding.
@@ -324,13 +323,19 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
   static thread_local std::vector<bf16> abuf;
   pack_bf16(x, M, K, ldx, abuf);
   const GemmEngine e = gemm_engine_for(GemmEngine::Auto, GemmPrecision::BF16, M, N, K);
-  if (e == GemmEngine::Amx)
-    gemm_amx_bf16(Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
-  else if (e == GemmEngine::Avx512)
-    gemm_bf16_avx512(Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
+  if (e == GemmEngine::Amx || e == GemmEngine::Avx512)
+    gemm_bf16_kernel(e, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
   else
     dnnl_execute(dnnl::memory::data_type::bf16, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
   record_gemm(t0, M, N, K);
+}
+
+void gemm_bf16_kernel(GemmEngine engine, Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A,
+                      long lda, const bf16* B, long ldb, float beta, float* C, long ldc) {
+  ZAYA_CHECK(engine == GemmEngine::Amx || engine == GemmEngine::Avx512, "gemm_bf16_kernel: engine ",
+             gemm_engine_name(engine), " is not one of our bf16 kernels");
+  if (engine == GemmEngine::Amx) return gemm_amx_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  gemm_bf16_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 bool gemm_concurrent_ok() {

@@ -110,6 +110,11 @@ struct CpuFeatures {
 };
 const CpuFeatures& cpu_features();
 bool bf16_gemm_supported();
+// A bf16 product of operands as stored on one of our bf16 kernels, `engine` Amx or Avx512
+// (what gemm_resolve(BF16) gives on CPUs with AMX or AVX512-BF16), lds in elements; on the
+// calling thread alone inside a parallel region.
+void gemm_bf16_kernel(GemmEngine engine, Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A,
+                      long lda, const bf16* B, long ldb, float beta, float* C, long ldc);
 // y[M, N] = x[M, K] W[N, K]^T (+ beta y) with W bf16 as stored (memory-mapped weights used in
 // place, never converted), x rounded to bf16, fp32 accumulation, on the bf16 engine (the AMX
 // kernel, or oneDNN's AVX512-BF16 matmul). Needs bf16_gemm_supported().
