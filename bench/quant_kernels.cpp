@@ -6,6 +6,9 @@
 // read-only bandwidth of the same buffer measured in the same run; `best ns` (the fastest
 // pass) is the figure to compare kernels by on a shared machine.
 //   bench_quant_kernels [--n N] [--k K] [--gb GB] [--passes P] [--threads 1,2] [--types q8_0,q4_0,q4_k,q6_k,bf16]
+// --attention CTX[,CTX]: instead, decode attention of ZAYA1-base's shape (8 query heads over
+// 2 KV heads of 128) over bf16 and fp32 caches of CTX positions, on each kernel this CPU has:
+// us per layer and GB/s of cache read, over enough layers' caches to leave the caches.
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +23,8 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "kernels/attention_avx512.h"
+#include "kernels/attention_quant.h"
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_quant.h"
 
@@ -89,13 +94,71 @@ double pass(const Weights& w, const std::vector<float>& x, std::vector<float>& y
   return t.seconds();
 }
 
+// One token's attention per layer, the (batch row, KV head) pairs split over the threads as
+// InferDecoder splits them; median over passes of us per layer.
+void attention_bench(const std::vector<int>& ctxs, const std::vector<int>& threads, int passes) {
+  const int Hq = 8, Hk = 2, hd = 128, QD = Hq * hd;
+  std::printf("decode attention, %d query heads over %d KV heads of %d, one query row; median of %d passes\n", Hq, Hk,
+              hd, passes);
+  std::printf("%-6s %-9s %7s %7s %8s %10s %9s\n", "cache", "kernel", "ctx", "threads", "layers", "us/layer", "GB/s");
+  for (const int ctx : ctxs) {
+    AttnShape s{1, 1, ctx, ctx - 1, Hq, Hk, hd, QD, hd, hd, QD, ctx};
+    s.kv_head_major = true;
+    for (const bool b16 : {true, false}) {
+      const size_t elems = size_t(Hk) * ctx * hd, bytes = 2 * elems * (b16 ? 2 : 4);
+      const int layers = std::max(40, int((size_t(256) << 20) / bytes));
+      Philox r(3, 1);
+      std::vector<float> q(QD), out(QD), lse(Hq);
+      for (auto& v : q) v = float(r.normal());
+      std::vector<bf16> k16(b16 ? elems * layers : 0), v16(k16.size());
+      std::vector<float> k32(b16 ? 0 : elems * layers), v32(k32.size());
+      for (auto& v : k16) v = to_bf16(float(r.normal()));
+      for (auto& v : v16) v = to_bf16(float(r.normal()));
+      for (auto& v : k32) v = float(r.normal());
+      for (auto& v : v32) v = float(r.normal());
+      for (const bool portable : {false, true}) {
+        if (!portable && !attention_group_avx512_ok(s)) continue;
+        attention_group_force_portable(portable);
+        for (const int th : threads) {
+          std::vector<double> t;
+          for (int p = 0; p <= passes; ++p) {
+            Timer tm;
+#pragma omp parallel num_threads(th)
+            {
+              std::vector<float> sc(s.scratch_per_thread());
+              for (int l = 0; l < layers; ++l) {
+#pragma omp for schedule(static)
+                for (int g = 0; g < Hk; ++g) {
+                  if (b16)
+                    attention_group_kv_bf16(out.data(), lse.data(), q.data(), &k16[elems * l], &v16[elems * l], s, 0, g,
+                                            sc.data());
+                  else
+                    attention_forward_group(out.data(), lse.data(), q.data(), &k32[elems * l], &v32[elems * l], s, 0, g,
+                                            sc.data());
+                }
+              }
+            }
+            if (p) t.push_back(tm.seconds() / layers);  // pass 0 warms up
+          }
+          std::sort(t.begin(), t.end());
+          const double sec = t[t.size() / 2];
+          std::printf("%-6s %-9s %7d %7d %8d %10.2f %9.2f\n", b16 ? "bf16" : "fp32", portable ? "portable" : "avx512",
+                      ctx, th, layers, sec * 1e6, double(bytes) / sec / 1e9);
+          std::fflush(stdout);
+        }
+      }
+      attention_group_force_portable(false);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     int N = 16384, K = 2048, passes = 7;
     double gb = 1.0;
-    std::string threads_s = "1,2", types_s = "q8_0,q4_0,q4_k,q6_k,bf16";
+    std::string threads_s = "1,2", types_s = "q8_0,q4_0,q4_k,q6_k,bf16", attention_s;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       auto val = [&]() -> std::string {
@@ -108,11 +171,21 @@ int main(int argc, char** argv) {
       else if (a == "--passes") passes = std::atoi(val().c_str());
       else if (a == "--threads") threads_s = val();
       else if (a == "--types") types_s = val();
-      else fail("unknown argument '" + a + "' (--n --k --gb --passes --threads --types)");
+      else if (a == "--attention") attention_s = val();
+      else fail("unknown argument '" + a + "' (--n --k --gb --passes --threads --types --attention)");
     }
     if (N <= 0 || K <= 0 || passes <= 0 || gb <= 0) fail("--n, --k, --passes and --gb must be positive");
     std::vector<int> threads;
     for (const auto& s : split(threads_s)) threads.push_back(std::max(1, std::atoi(s.c_str())));
+    if (!attention_s.empty()) {
+      std::vector<int> ctxs;
+      for (const auto& s : split(attention_s)) {
+        ctxs.push_back(std::atoi(s.c_str()));
+        if (ctxs.back() <= 0) fail("--attention: '" + s + "' is not a positive number of positions");
+      }
+      attention_bench(ctxs, threads, passes);
+      return 0;
+    }
     std::printf("decode products [1, %d] x [%d, %d]^T, %.2f GB of weights per pass, median of %d passes; "
                 "quant kernel %s, bf16 kernel %s\n",
                 K, N, K, gb, passes, linear_quant_kernel(), linear_bf16_kernel());

@@ -2,7 +2,8 @@
 // and the portable loop against the same attention in double precision, for shapes with a
 // masked tail (Tk not a multiple of 16), G = 1..5 query heads per KV head, hd 16..128 and
 // batch rows with their own caches; and the KV cache's head-major layout against the
-// side-by-side one.
+// side-by-side one; the bf16 cache's kernels (AVX-512 and portable) against double
+// attention over the same cache widened.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "core/rng.h"
 #include "kernels/attention.h"
 #include "kernels/attention_avx512.h"
+#include "kernels/attention_quant.h"
 
 using namespace zaya;
 
@@ -77,4 +79,39 @@ TEST(AttentionDecode, FloatPathsMatchDouble) {
   };
   for (const Case& c : cases)
     for (bool portable : {false, true}) check(c, portable);
+}
+
+// A bf16 head-major cache: attention_group_kv_bf16 on each of its paths against double
+// attention over the cache's values widened (bf16 to float is exact, so only the sums' order
+// differs).
+TEST(AttentionDecode, Bf16CacheMatchesDoubleOverWidened) {
+  const Case cases[] = {{1, 1, 1, 4, 1, 16}, {1, 1, 37, 8, 2, 32}, {2, 1, 53, 8, 2, 128},
+                        {2, 3, 40, 10, 2, 80}, {3, 2, 129, 5, 1, 64}, {1, 1, 33, 2, 2, 24}};
+  for (const Case& c : cases) {
+    const int QD = c.Hq * c.hd, ldq = QD + 8, cap = c.Tk + 5;
+    AttnShape s{c.B, c.Tq, c.Tk, c.Tk - c.Tq, c.Hq, c.Hk, c.hd, ldq, c.hd, c.hd, QD, cap};
+    s.kv_head_major = true;
+    Philox r(uint64_t(c.Tk * 17 + c.hd), 9);
+    std::vector<float> q(size_t(c.B) * c.Tq * ldq);
+    for (auto& x : q) x = float(2 * r.normal());
+    std::vector<bf16> k(size_t(c.B) * c.Hk * cap * c.hd), v(k.size());
+    for (auto& x : k) x = to_bf16(float(r.normal()));
+    for (auto& x : v) x = to_bf16(float(r.normal()));
+    std::vector<double> qd(q.begin(), q.end()), kd(k.size()), vd(v.size());
+    for (size_t i = 0; i < k.size(); ++i) kd[i] = from_bf16(k[i]), vd[i] = from_bf16(v[i]);
+    std::vector<double> od(size_t(c.B) * c.Tq * QD), ld(size_t(c.B) * c.Hq * c.Tq), sd(s.scratch_elems(64));
+    attention_forward(od.data(), ld.data(), qd.data(), kd.data(), vd.data(), s, sd.data());
+    for (bool portable : {false, true}) {
+      attention_group_force_portable(portable);
+      const char* path = portable || !attention_group_avx512_ok_bf16(s) ? "portable" : "avx512";
+      std::vector<float> o(od.size(), NAN), l(ld.size(), NAN), sc(s.scratch_per_thread());
+      for (int b = 0; b < c.B; ++b)
+        for (int g = 0; g < c.Hk; ++g) attention_group_kv_bf16(o.data(), l.data(), q.data(), k.data(), v.data(), s, b, g, sc.data());
+      attention_group_force_portable(false);
+      for (size_t i = 0; i < od.size(); ++i)
+        ASSERT_NEAR(o[i], od[i], 2e-5 * (1 + std::fabs(od[i]))) << path << " out " << i << " hd " << c.hd << " Tk " << c.Tk;
+      for (size_t i = 0; i < ld.size(); ++i)
+        ASSERT_NEAR(l[i], ld[i], 2e-5 * (1 + std::fabs(ld[i]))) << path << " lse " << i << " hd " << c.hd;
+    }
+  }
 }

@@ -1,12 +1,16 @@
 // Decode attention over a KV cache for one (batch row, KV head) and its G query heads, in
-// AVX-512 (float, hd a multiple of 16). The portable loop in attention.cpp spent most of its
-// time in scalar horizontal sums (GCC reduces `omp simd` sums through memory) and scalar
-// expf: 49 us per (layer, group) at 546 cached positions, warm, on this machine.
-//   scores: each K row read once, G dot products, one tree sum each;
+// AVX-512: K and V float or bf16 (widened exactly as read), hd a multiple of 16; scores,
+// softmax and sums in float. The portable loops (attention.cpp, attention_quant.cpp) spend
+// their time in scalar horizontal sums (GCC reduces `omp simd` sums through memory) and
+// scalar expf (`bench_quant_kernels --attention`: 60 against 16-20 us per layer of ZAYA1-base
+// at 512 cached bf16 positions, 2 threads, Zen 5).
+//   scores: 16 keys at a time, each K row read once for the G heads, a tree sum of the 16;
 //   softmax: vector max and glibc's vector expf (libmvec), normalised in place;
-//   values: each V row read once per 64 output lanes, G x 4 accumulators in registers.
+//   values: blocks of 64 keys, each V row read from memory once, G x 4 accumulators in
+//   registers per 64 output lanes.
 // GCC 12 warns about its own _mm512_undefined_* inside the intrinsics headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include "kernels/attention_avx512.h"
 
 #include <immintrin.h>
@@ -15,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/gemm.h"
 
@@ -26,22 +31,87 @@ namespace {
 
 std::atomic<bool> g_portable{false};
 
-__attribute__((target("avx512f"))) void scores(float* S, int Tk, const float* qg, const float* kb, int ldk, int hd,
-                                               int G, int n, float scale) {
+// 16 cached elements as floats (bf16: widened exactly, its bits in the high half).
+__attribute__((target("avx512f"))) inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+__attribute__((target("avx512f"))) inline __m512 load16(const bf16* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// Rows prefetched ahead: the same bytes ahead for either element type.
+template <class T>
+constexpr int ahead_rows() {
+  return kAttnPrefetchRows * int(sizeof(float) / sizeof(T));
+}
+
+// r[i] = the sum of a[i]'s 16 lanes, i < 16: pairs of vectors interleaved and added level by
+// level (45 shuffles and adds for 16 sums, against ~8 per sum for one reduce_add each).
+__attribute__((target("avx512f"))) inline __m512 reduce16(const __m512* a) {
+  __m512 b[8], c[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: a[2i] at 0, 2 and a[2i+1] at 1, 3
+    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: the lane's sums of a[4i .. 4i+3]
+    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(b[2 * i]), _mm512_castps_pd(b[2 * i + 1]));
+    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(b[2 * i]), _mm512_castps_pd(b[2 * i + 1]));
+    c[i] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));  // (moved as doubles, added as floats)
+  }
+  // The four 128-bit lanes of each c[i] summed, c[i]'s sums landing in lane i.
+  const __m512 e0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 e1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(e0, e1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(e0, e1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// S[j * Tk + u] = scale * q_j . k_u for the G heads j and keys u < n. Keys go 16 at a time
+// (each K row read once for the G heads; a bf16 row widened once into kw), one accumulator
+// per key and a tree sum of the 16; the last n % 16 keys one at a time.
+template <class T>
+__attribute__((target("avx512f"))) void scores(float* S, int Tk, const float* qg, const T* kb, int ldk, int hd, int G,
+                                               int n, float scale) {
   const int C = hd / 16;
-  for (int u = 0; u < n; ++u) {
-    const float* kr = kb + size_t(u) * ldk;
-    prefetch_row(kr + size_t(kAttnPrefetchRows) * ldk, hd);
+  alignas(64) float kw[16 * kAttnBf16MaxHd];
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int u0 = 0;
+  for (; u0 + 16 <= n; u0 += 16) {
+    const float* rows[16];
+    for (int u = 0; u < 16; ++u) {
+      const T* kt = kb + size_t(u0 + u) * ldk;
+      prefetch_row(kt + size_t(ahead_rows<T>()) * ldk, hd);
+      if constexpr (std::is_same_v<T, float>) {
+        rows[u] = kt;
+      } else {
+        for (int c = 0; c < C; ++c) _mm512_store_ps(kw + u * hd + 16 * c, load16(kt + 16 * c));
+        rows[u] = kw + u * hd;
+      }
+    }
     for (int j = 0; j < G; ++j) {
       const float* qr = qg + size_t(j) * hd;
-      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-      int c = 0;
-      for (; c + 2 <= C; c += 2) {
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16 * c), _mm512_loadu_ps(kr + 16 * c), a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16 * c + 16), _mm512_loadu_ps(kr + 16 * c + 16), a1);
+      __m512 acc[16];
+      for (int u = 0; u < 16; ++u) acc[u] = _mm512_setzero_ps();
+      for (int c = 0; c < C; ++c) {
+        const __m512 qv = _mm512_loadu_ps(qr + 16 * c);
+#pragma GCC unroll 16
+        for (int u = 0; u < 16; ++u) acc[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rows[u] + 16 * c), acc[u]);
       }
-      if (c < C) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16 * c), _mm512_loadu_ps(kr + 16 * c), a0);
-      S[size_t(j) * Tk + u] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) * scale;
+      _mm512_storeu_ps(S + size_t(j) * Tk + u0, _mm512_mul_ps(reduce16(acc), vscale));
+    }
+  }
+  for (; u0 < n; ++u0) {
+    const T* kt = kb + size_t(u0) * ldk;
+    const float* kr;
+    if constexpr (std::is_same_v<T, float>) {
+      kr = kt;
+    } else {
+      for (int c = 0; c < C; ++c) _mm512_store_ps(kw + 16 * c, load16(kt + 16 * c));
+      kr = kw;
+    }
+    for (int j = 0; j < G; ++j) {
+      const float* qr = qg + size_t(j) * hd;
+      __m512 a0 = _mm512_setzero_ps();
+      for (int c = 0; c < C; ++c) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16 * c), _mm512_loadu_ps(kr + 16 * c), a0);
+      S[size_t(j) * Tk + u0] = _mm512_reduce_add_ps(a0) * scale;
     }
   }
 }
@@ -74,30 +144,73 @@ __attribute__((target("avx512f"))) float softmax_row(float* row, int n) {
   return m + std::log(sum);
 }
 
-// og[j * hd + i] = sum_u P[j * Tk + u] v[u][i], for up to 4 heads j and 64 lanes i per pass.
-__attribute__((target("avx512f"))) void values(float* og, const float* P, int Tk, const float* vb, int ldv, int hd,
-                                               int G, int n) {
-  const int C = hd / 16;
-  for (int j0 = 0; j0 < G; j0 += 4)
-    for (int c0 = 0; c0 < C; c0 += 4) {
-      const int gn = std::min(4, G - j0), cn = std::min(4, C - c0);
-      __m512 acc[4][4];
-      for (int j = 0; j < 4; ++j)
-        for (int c = 0; c < 4; ++c) acc[j][c] = _mm512_setzero_ps();
-      for (int u = 0; u < n; ++u) {
-        const float* vr = vb + size_t(u) * ldv + 16 * c0;
-        prefetch_row(vr + size_t(kAttnPrefetchRows) * ldv, 64);
-        __m512 vv[4];
-        for (int c = 0; c < 4; ++c) vv[c] = c < cn ? _mm512_loadu_ps(vr + 16 * c) : _mm512_setzero_ps();
-        for (int j = 0; j < 4; ++j) {
-          if (j >= gn) break;
-          const __m512 p = _mm512_set1_ps(P[size_t(j0 + j) * Tk + u]);
-          for (int c = 0; c < 4; ++c) acc[j][c] = _mm512_fmadd_ps(p, vv[c], acc[j][c]);
-        }
-      }
-      for (int j = 0; j < gn; ++j)
-        for (int c = 0; c < cn; ++c) _mm512_storeu_ps(og + size_t(j0 + j) * hd + 16 * (c0 + c), acc[j][c]);
+// Keys [u0, u1) of og[j * hd + i] += sum_u P[j * Tk + u] v[u][i] for heads j0 + (0..gn) and
+// lanes 16 * (c0 + (0..cn)) (gn, cn <= 4; Full: both 4, no run-time bounds in the loop); og
+// starts at zero when first. prefetch: this pass prefetches whole rows ahead.
+template <class T, bool Full>
+__attribute__((target("avx512f"))) void values_pass(float* og, const float* P, int Tk, const T* vb, int ldv, int hd,
+                                                    int j0, int gn, int c0, int cn, int u0, int u1, bool first,
+                                                    bool prefetch) {
+  if constexpr (Full) gn = cn = 4;
+  __m512 acc[4][4];
+  for (int j = 0; j < 4; ++j)
+    for (int c = 0; c < 4; ++c)
+      acc[j][c] = first || j >= gn || c >= cn ? _mm512_setzero_ps()
+                                              : _mm512_loadu_ps(og + size_t(j0 + j) * hd + 16 * (c0 + c));
+  for (int u = u0; u < u1; ++u) {
+    const T* vr = vb + size_t(u) * ldv;
+    if (prefetch) prefetch_row(vr + size_t(ahead_rows<T>()) * ldv, hd);
+    __m512 vv[4];
+    for (int c = 0; c < 4; ++c) vv[c] = Full || c < cn ? load16(vr + 16 * (c0 + c)) : _mm512_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      if (!Full && j >= gn) break;
+      const __m512 p = _mm512_set1_ps(P[size_t(j0 + j) * Tk + u]);
+      for (int c = 0; c < 4; ++c) acc[j][c] = _mm512_fmadd_ps(p, vv[c], acc[j][c]);
     }
+  }
+  for (int j = 0; j < gn; ++j)
+    for (int c = 0; c < cn; ++c) _mm512_storeu_ps(og + size_t(j0 + j) * hd + 16 * (c0 + c), acc[j][c]);
+}
+
+// og[j * hd + i] = sum_u P[j * Tk + u] v[u][i]: G x 4 accumulators of 16 lanes per pass, the
+// passes over one block of kValueKeys keys at a time, so that its V rows are read from memory
+// once (at 4,096 positions a head's V is 1 MB, more than L2: a pass over all keys per 64
+// lanes read it twice).
+constexpr int kValueKeys = 64;
+template <class T>
+__attribute__((target("avx512f"))) void values(float* og, const float* P, int Tk, const T* vb, int ldv, int hd, int G,
+                                               int n) {
+  const int C = hd / 16;
+  for (int u0 = 0; u0 < n; u0 += kValueKeys) {
+    const int u1 = std::min(n, u0 + kValueKeys);
+    for (int j0 = 0; j0 < G; j0 += 4)
+      for (int c0 = 0; c0 < C; c0 += 4) {
+        const int gn = std::min(4, G - j0), cn = std::min(4, C - c0);
+        const bool first = u0 == 0, pf = j0 == 0 && c0 == 0;
+        if (gn == 4 && cn == 4)
+          values_pass<T, true>(og, P, Tk, vb, ldv, hd, j0, gn, c0, cn, u0, u1, first, pf);
+        else
+          values_pass<T, false>(og, P, Tk, vb, ldv, hd, j0, gn, c0, cn, u0, u1, first, pf);
+      }
+  }
+}
+
+template <class T>
+void group(float* out, float* lse, const float* q, const T* k, const T* v, const AttnShape& s, int b, int g,
+           float* S) {
+  const int G = s.Hq / s.Hk, hd = s.hd;
+  const float scale = 1.f / std::sqrt(float(hd));
+  const T* kb = k + s.kv_offset(b, g, s.ldk);
+  const T* vb = v + s.kv_offset(b, g, s.ldv);
+  for (int t = 0; t < s.Tq; ++t) {
+    const float* qg = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(g) * G * hd;
+    float* og = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(g) * G * hd;
+    const int n = std::min(s.Tk - 1, s.q_pos0 + t) + 1;  // visible keys
+    scores(S, s.Tk, qg, kb, s.ldk, hd, G, n, scale);
+    for (int j = 0; j < G; ++j)
+      lse[(size_t(b) * s.Hq + size_t(g) * G + j) * s.Tq + t] = softmax_row(S + size_t(j) * s.Tk, n);
+    values(og, S, s.Tk, vb, s.ldv, hd, G, n);
+  }
 }
 
 }  // namespace
@@ -110,19 +223,12 @@ void attention_group_force_portable(bool on) { g_portable = on; }
 
 void attention_group_avx512(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s,
                             int b, int g, float* S) {
-  const int G = s.Hq / s.Hk, hd = s.hd;
-  const float scale = 1.f / std::sqrt(float(hd));
-  const float* kb = k + s.kv_offset(b, g, s.ldk);
-  const float* vb = v + s.kv_offset(b, g, s.ldv);
-  for (int t = 0; t < s.Tq; ++t) {
-    const float* qg = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(g) * G * hd;
-    float* og = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(g) * G * hd;
-    const int n = std::min(s.Tk - 1, s.q_pos0 + t) + 1;  // visible keys
-    scores(S, s.Tk, qg, kb, s.ldk, hd, G, n, scale);
-    for (int j = 0; j < G; ++j)
-      lse[(size_t(b) * s.Hq + size_t(g) * G + j) * s.Tq + t] = softmax_row(S + size_t(j) * s.Tk, n);
-    values(og, S, s.Tk, vb, s.ldv, hd, G, n);
-  }
+  group(out, lse, q, k, v, s, b, g, S);
+}
+
+void attention_group_avx512(float* out, float* lse, const float* q, const bf16* k, const bf16* v, const AttnShape& s,
+                            int b, int g, float* S) {
+  group(out, lse, q, k, v, s, b, g, S);
 }
 
 }  // namespace zaya

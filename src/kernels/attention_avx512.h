@@ -1,16 +1,28 @@
-// AVX-512 form of attention_forward_group for float (decode): see attention_avx512.cpp.
+// AVX-512 form of attention_forward_group (decode) over a float or a bf16 KV cache: see
+// attention_avx512.cpp.
 #pragma once
 #include <cstddef>
 
+#include "core/bf16.h"
 #include "kernels/attention.h"
 
 namespace zaya {
 
-// Whether attention_group_avx512 runs for this shape on this CPU (AVX-512F, hd % 16 == 0).
+// The longest head a bf16 cache's kernel takes (its widened K row lives on the stack).
+constexpr int kAttnBf16MaxHd = 512;
+// Whether attention_group_avx512 runs for this shape on this CPU (AVX-512F, hd % 16 == 0;
+// with a bf16 cache also hd <= kAttnBf16MaxHd).
 bool attention_group_avx512_ok(const AttnShape& s);
+inline bool attention_group_avx512_ok_bf16(const AttnShape& s) {
+  return s.hd <= kAttnBf16MaxHd && attention_group_avx512_ok(s);
+}
 // The (batch row b, KV head g) task of attention_forward_group, same contract (scratch:
-// G * Tk floats); the caller checks attention_group_avx512_ok first.
+// G * Tk floats); the caller checks attention_group_avx512_ok(_bf16) first. A bf16 cache's
+// rows are widened exactly as they are read: the same sums as the float kernel over the
+// widened cache.
 void attention_group_avx512(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s,
+                            int b, int g, float* scratch);
+void attention_group_avx512(float* out, float* lse, const float* q, const bf16* k, const bf16* v, const AttnShape& s,
                             int b, int g, float* scratch);
 // Tests: run the portable loop even where AVX-512 is available.
 void attention_group_force_portable(bool on);

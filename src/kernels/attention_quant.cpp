@@ -11,6 +11,7 @@ namespace zaya {
 
 void attention_group_kv_bf16(float* out, float* lse, const float* q, const bf16* k, const bf16* v, const AttnShape& s,
                              int b, int g, float* S) {
+  if (attention_group_avx512_ok_bf16(s)) return attention_group_avx512(out, lse, q, k, v, s, b, g, S);
   const int G = s.Hq / s.Hk, hd = s.hd, Tk = s.Tk;
   const float scale = 1.f / std::sqrt(float(hd));
   const bf16* kb = k + s.kv_offset(b, g, s.ldk);
