@@ -70,21 +70,26 @@ __attribute__((target("avx512f"))) inline __m512 reduce16(const __m512* a) {
 template <class T>
 __attribute__((target("avx512f"))) void scores(float* S, int Tk, const float* qg, const T* kb, int ldk, int hd, int G,
                                                int n, float scale) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
   const int C = hd / 16;
-  alignas(64) float kw[16 * kAttnBf16MaxHd];
+  alignas(64) float kw[kFloat ? 1 : 16 * kAttnBf16MaxHd];  // bf16: 16 widened rows
+  // Key u's row as floats: a float row in place, a bf16 row widened into kw's slot i.
+  const auto row = [&](int u, int i) -> const float* {
+    const T* kt = kb + size_t(u) * ldk;
+    if constexpr (kFloat) {
+      return kt;
+    } else {
+      for (int c = 0; c < C; ++c) _mm512_store_ps(kw + i * hd + 16 * c, load16(kt + 16 * c));
+      return kw + i * hd;
+    }
+  };
   const __m512 vscale = _mm512_set1_ps(scale);
   int u0 = 0;
   for (; u0 + 16 <= n; u0 += 16) {
     const float* rows[16];
     for (int u = 0; u < 16; ++u) {
-      const T* kt = kb + size_t(u0 + u) * ldk;
-      prefetch_row(kt + size_t(ahead_rows<T>()) * ldk, hd);
-      if constexpr (std::is_same_v<T, float>) {
-        rows[u] = kt;
-      } else {
-        for (int c = 0; c < C; ++c) _mm512_store_ps(kw + u * hd + 16 * c, load16(kt + 16 * c));
-        rows[u] = kw + u * hd;
-      }
+      prefetch_row(kb + size_t(u0 + u + ahead_rows<T>()) * ldk, hd);
+      rows[u] = row(u0 + u, u);
     }
     for (int j = 0; j < G; ++j) {
       const float* qr = qg + size_t(j) * hd;
@@ -99,14 +104,7 @@ __attribute__((target("avx512f"))) void scores(float* S, int Tk, const float* qg
     }
   }
   for (; u0 < n; ++u0) {
-    const T* kt = kb + size_t(u0) * ldk;
-    const float* kr;
-    if constexpr (std::is_same_v<T, float>) {
-      kr = kt;
-    } else {
-      for (int c = 0; c < C; ++c) _mm512_store_ps(kw + 16 * c, load16(kt + 16 * c));
-      kr = kw;
-    }
+    const float* kr = row(u0, 0);
     for (int j = 0; j < G; ++j) {
       const float* qr = qg + size_t(j) * hd;
       __m512 a0 = _mm512_setzero_ps();

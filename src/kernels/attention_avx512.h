@@ -8,7 +8,7 @@
 
 namespace zaya {
 
-// The longest head a bf16 cache's kernel takes (its widened K row lives on the stack).
+// The longest head a bf16 cache's kernel takes (16 widened K rows live on its stack).
 constexpr int kAttnBf16MaxHd = 512;
 // Whether attention_group_avx512 runs for this shape on this CPU (AVX-512F, hd % 16 == 0;
 // with a bf16 cache also hd <= kAttnBf16MaxHd).
