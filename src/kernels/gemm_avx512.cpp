@@ -31,6 +31,7 @@ constexpr int kKC = 512;  // K steps per pass: a block's packed A (24 KB) stays 
 constexpr int kAGroup = 4;  // row blocks of A packed together
 constexpr long kInPlaceStride = 2048;  // bytes between A's rows read in place
 constexpr long kL2Panels = 768 * 1024;  // bytes of B panels a thread sweeps per row block
+constexpr int kPackAhead = 8;  // rows of a cold operand prefetched ahead of the packing
 
 // A 32-bit lane of the packed operands or of A read in place: a float, or a pair of bf16 (k,
 // k+1) read as one. may_alias: bf16 storage is read through it.
@@ -73,73 +74,93 @@ struct Job {
   const bf16* bh() const { return static_cast<const bf16*>(B); }
 };
 
-// Panel p of op(B), all of K, as [k][32] (zero columns past N).
-ZAYA_AVX512 void pack_panel_f32(const Job& j, int p) {
-  float* out = j.bp + size_t(p) * j.K * kNR;
-  const int j0 = p * kNR, cols = std::min(kNR, j.N - j0);
-  if (!j.b_t) {  // [k][j]: rows of 32 as stored
-    const __mmask16 m0 = cols_mask(cols), m1 = cols_mask(cols - 16);
-    for (int k = 0; k < j.K; ++k) {
+// Steps [k0, k0 + kc) of panels [p0, p1) of op(B), each panel as [k][32] (zero columns past
+// N). Packed one K block at a time, just before the block's products read them from L2; stored
+// [k][j], each step's row is read once across all the panels (one run of memory, not a 128-byte
+// piece per panel at the stride of B's rows), and the rows ahead are prefetched: B arrives cold
+// from DRAM in the trainer (a weight gradient's 2048 x 512 activations).
+ZAYA_AVX512 void pack_panels_f32(const Job& j, int p0, int p1, int k0, int kc) {
+  if (p1 <= p0) return;
+  const int k1 = k0 + kc;
+  if (!j.b_t) {
+    const int j0 = p0 * kNR, cols = std::min(p1 * kNR, j.N) - j0;
+    for (int k = k0; k < k1; ++k) {
       const float* src = j.bf32() + size_t(k) * j.ldb + j0;
-      _mm512_store_ps(out + size_t(k) * kNR, _mm512_maskz_loadu_ps(m0, src));
-      _mm512_store_ps(out + size_t(k) * kNR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+      if (k + kPackAhead < j.K)
+        for (int c = 0; c < cols; c += 16) _mm_prefetch(reinterpret_cast<const char*>(src + kPackAhead * j.ldb + c), _MM_HINT_T0);
+      for (int p = p0; p < p1; ++p) {
+        const int c = (p - p0) * kNR;
+        float* out = j.bp + (size_t(p) * j.K + k) * kNR;
+        _mm512_store_ps(out, _mm512_maskz_loadu_ps(cols_mask(cols - c), src + c));
+        _mm512_store_ps(out + 16, _mm512_maskz_loadu_ps(cols_mask(cols - c - 16), src + c + 16));
+      }
     }
     return;
   }
   // [j][k]: 16 x 16 blocks transposed; K's and the columns' tails element by element.
-  const int kfull = j.K / 16 * 16;
-  for (int half = 0; half < 2; ++half) {
-    const int c0 = half * 16, cn = std::min(16, cols - c0);
-    if (cn <= 0) {
-      for (int k = 0; k < j.K; ++k) _mm512_store_ps(out + size_t(k) * kNR + c0, _mm512_setzero_ps());
-      continue;
+  const int kfull = k0 + (kc / 16) * 16;
+  for (int p = p0; p < p1; ++p) {
+    float* out = j.bp + size_t(p) * j.K * kNR;
+    const int jp = p * kNR, cols = std::min(kNR, j.N - jp);
+    for (int half = 0; half < 2; ++half) {
+      const int c0 = half * 16, cn = std::min(16, cols - c0);
+      if (cn <= 0) {
+        for (int k = k0; k < k1; ++k) _mm512_store_ps(out + size_t(k) * kNR + c0, _mm512_setzero_ps());
+        continue;
+      }
+      for (int kb = k0; kb < kfull; kb += 16) {
+        __m512i r[16];
+        for (int c = 0; c < 16; ++c) {
+          const float* src = j.bf32() + size_t(jp + c0 + c) * j.ldb + kb;
+          if (c < cn && kb + 64 < kfull) _mm_prefetch(reinterpret_cast<const char*>(src + 64), _MM_HINT_T0);
+          r[c] = c < cn ? _mm512_loadu_si512(src) : _mm512_setzero_si512();
+        }
+        transpose16(r);
+        for (int q = 0; q < 16; ++q) _mm512_store_si512(out + size_t(kb + q) * kNR + c0, r[q]);
+      }
+      for (int k = kfull; k < k1; ++k)
+        for (int c = 0; c < 16; ++c)
+          out[size_t(k) * kNR + c0 + c] = c < cn ? j.bf32()[size_t(jp + c0 + c) * j.ldb + k] : 0.f;
     }
-    for (int k0 = 0; k0 < kfull; k0 += 16) {
-      __m512i r[16];
-      for (int c = 0; c < 16; ++c)
-        r[c] = c < cn ? _mm512_loadu_si512(j.bf32() + size_t(j0 + c0 + c) * j.ldb + k0) : _mm512_setzero_si512();
-      transpose16(r);
-      for (int q = 0; q < 16; ++q) _mm512_store_si512(out + size_t(k0 + q) * kNR + c0, r[q]);
-    }
-    for (int k = kfull; k < j.K; ++k)
-      for (int c = 0; c < 16; ++c)
-        out[size_t(k) * kNR + c0 + c] = c < cn ? j.bf32()[size_t(j0 + c0 + c) * j.ldb + k] : 0.f;
   }
 }
 
-// The same panel of bf16 B as [pair][32] lanes: lane c of step s holds (B[2s][c], B[2s+1][c]),
-// the second zero past K.
-ZAYA_AVX512 void pack_panel_bf16(const Job& j, int p) {
-  float* out = j.bp + size_t(p) * j.K * kNR;
-  const int j0 = p * kNR, cols = std::min(kNR, j.N - j0);
-  if (!j.b_t) {  // [k][j]: rows k and k + 1 interleaved
-    const __mmask32 m = elems_mask(cols);
-    const __m512i lo = _mm512_load_si512(kPairIdx.lo), hi = _mm512_load_si512(kPairIdx.hi);
-    for (int s = 0; s < j.K; ++s) {
-      const bf16* src = j.bh() + size_t(2 * s) * j.ldb + j0;
-      const __m512i r0 = _mm512_maskz_loadu_epi16(m, src);
-      const __m512i r1 = 2 * s + 1 < j.Kel ? _mm512_maskz_loadu_epi16(m, src + j.ldb) : _mm512_setzero_si512();
-      _mm512_store_si512(out + size_t(s) * kNR, _mm512_permutex2var_epi16(r0, lo, r1));
-      _mm512_store_si512(out + size_t(s) * kNR + 16, _mm512_permutex2var_epi16(r0, hi, r1));
-    }
-    return;
-  }
-  // [j][k]: a column's pairs lie next to each other; 16 x 16 blocks of pairs transposed, K's
-  // tail masked (an odd K's last pair loads one element and a zero).
-  for (int half = 0; half < 2; ++half) {
-    const int c0 = half * 16, cn = std::min(16, cols - c0);
-    if (cn <= 0) {
-      for (int s = 0; s < j.K; ++s) _mm512_store_si512(out + size_t(s) * kNR + c0, _mm512_setzero_si512());
+// The same for bf16 B, steps (pairs) [k0, k0 + kc): lane c of step s holds (B[2s][c],
+// B[2s+1][c]), the second zero past K.
+ZAYA_AVX512 void pack_panels_bf16(const Job& j, int p0, int p1, int k0, int kc) {
+  const int k1 = k0 + kc;
+  for (int p = p0; p < p1; ++p) {
+    float* out = j.bp + size_t(p) * j.K * kNR;
+    const int jp = p * kNR, cols = std::min(kNR, j.N - jp);
+    if (!j.b_t) {  // [k][j]: rows k and k + 1 interleaved
+      const __mmask32 m = elems_mask(cols);
+      const __m512i lo = _mm512_load_si512(kPairIdx.lo), hi = _mm512_load_si512(kPairIdx.hi);
+      for (int s = k0; s < k1; ++s) {
+        const bf16* src = j.bh() + size_t(2 * s) * j.ldb + jp;
+        const __m512i r0 = _mm512_maskz_loadu_epi16(m, src);
+        const __m512i r1 = 2 * s + 1 < j.Kel ? _mm512_maskz_loadu_epi16(m, src + j.ldb) : _mm512_setzero_si512();
+        _mm512_store_si512(out + size_t(s) * kNR, _mm512_permutex2var_epi16(r0, lo, r1));
+        _mm512_store_si512(out + size_t(s) * kNR + 16, _mm512_permutex2var_epi16(r0, hi, r1));
+      }
       continue;
     }
-    for (int s0 = 0; s0 < j.K; s0 += 16) {
-      const __mmask32 km = elems_mask(long(j.Kel) - 2 * s0);
-      __m512i r[16];
-      for (int c = 0; c < 16; ++c)
-        r[c] = c < cn ? _mm512_maskz_loadu_epi16(km, j.bh() + size_t(j0 + c0 + c) * j.ldb + 2 * s0)
-                      : _mm512_setzero_si512();
-      transpose16(r);
-      for (int q = 0; q < std::min(16, j.K - s0); ++q) _mm512_store_si512(out + size_t(s0 + q) * kNR + c0, r[q]);
+    // [j][k]: a column's pairs lie next to each other; 16 x 16 blocks of pairs transposed, K's
+    // tail masked (an odd K's last pair loads one element and a zero).
+    for (int half = 0; half < 2; ++half) {
+      const int c0 = half * 16, cn = std::min(16, cols - c0);
+      if (cn <= 0) {
+        for (int s = k0; s < k1; ++s) _mm512_store_si512(out + size_t(s) * kNR + c0, _mm512_setzero_si512());
+        continue;
+      }
+      for (int s0 = k0; s0 < k1; s0 += 16) {
+        const __mmask32 km = elems_mask(long(j.Kel) - 2 * s0);
+        __m512i r[16];
+        for (int c = 0; c < 16; ++c)
+          r[c] = c < cn ? _mm512_maskz_loadu_epi16(km, j.bh() + size_t(jp + c0 + c) * j.ldb + 2 * s0)
+                        : _mm512_setzero_si512();
+        transpose16(r);
+        for (int q = 0; q < std::min(16, k1 - s0); ++q) _mm512_store_si512(out + size_t(s0 + q) * kNR + c0, r[q]);
+      }
     }
   }
 }
@@ -154,6 +175,8 @@ ZAYA_AVX512 void pack_a_f32(const Job& j, int i0, int rows, int k0, int kc, floa
   if (j.a_t) {
     for (int k = 0; k < kc; ++k) {
       const float* src = j.af() + size_t(k0 + k) * j.lda + i0;
+      if (k0 + k + kPackAhead < j.K)
+        for (int c = 0; c < rows; c += 16) _mm_prefetch(reinterpret_cast<const char*>(src + kPackAhead * j.lda + c), _MM_HINT_T0);
       for (int b = 0; b < blocks; ++b) {
         const __mmask16 rm = cols_mask(std::min(kMR, rows - b * kMR));
         _mm512_mask_storeu_ps(out + (size_t(b) * kc + k) * kMR, rm, _mm512_maskz_loadu_ps(rm, src + b * kMR));
@@ -284,11 +307,6 @@ ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
   // Columns split: this thread's own panels; rows split: a share of all, then a barrier.
   const int p0 = split_n ? (t < tm * tn ? np0 : 0) : int(long(j.NP) * t / nt);
   const int p1 = split_n ? (t < tm * tn ? np1 : 0) : int(long(j.NP) * (t + 1) / nt);
-  for (int p = p0; p < p1; ++p) j.bf ? pack_panel_bf16(j, p) : pack_panel_f32(j, p);
-  if (nt > 1 && !split_n) {
-#pragma omp barrier
-  }
-  if (t >= tm * tn) return;
   static constexpr auto kN = block_table<false, false>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto kT = block_table<true, false>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto kNb = block_table<false, true>(std::make_integer_sequence<int, kMR>{});
@@ -302,6 +320,10 @@ ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
   const int chunk = std::max(1, int(kL2Panels / (long(std::min(j.K, kKC)) * kNR * 4)));
   for (int k0 = 0; k0 < j.K; k0 += kKC) {
     const int kc = std::min(kKC, j.K - k0);
+    j.bf ? pack_panels_bf16(j, p0, p1, k0, kc) : pack_panels_f32(j, p0, p1, k0, kc);
+    if (nt > 1 && !split_n) {
+#pragma omp barrier
+    }
     const float beta = k0 == 0 ? j.beta : 1.f;  // later K blocks add into C
     for (int c0 = np0; c0 < np1; c0 += chunk) {
       const int c1 = std::min(np1, c0 + chunk);

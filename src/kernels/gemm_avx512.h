@@ -11,8 +11,9 @@
 // N = 64-256 reached 0.60-0.76 of the nominal peak on OpenBLAS and 0.98-1.0 here. oneDNN's
 // bf16 primitives are created per shape and serialised by a lock, so the experts' products
 // cannot run side by side on them (gemm_side_by_side); ours can. Here:
-//   - op(B) is packed once per call into 32-column panels ([k][32] of 32-bit lanes, zero
-//     columns past N);
+//   - op(B) is packed into 32-column panels ([k][32] of 32-bit lanes, zero columns past N),
+//     one K block at a time just before its products read it (still in L2), rows ahead
+//     prefetched (operands arrive cold from DRAM in the trainer);
 //   - op(A) is read in place when it is row-major with rows at most 2 KB apart (bf16: and
 //     pairs 4-byte aligned); else (and always when transposed) packed four 12-row blocks at a
 //     time as [k][12];

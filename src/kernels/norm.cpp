@@ -138,49 +138,59 @@ void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T*
   }
 }
 
+// One row of merge_norm_backward, all terms in one vector pass. Absent scales read ones and
+// an absent dres zeros (x * 1 and 0 + x are exact), so the loop has no branches; HasR: the
+// merge had a residual input (dr, r written and read).
+template <class T, bool HasR>
+static void merge_norm_row(T* __restrict dhi, T* __restrict dri, T* __restrict aw, T* __restrict ag,
+                           T* __restrict ah, T* __restrict ar, const T* __restrict gi, const T* __restrict xi,
+                           const T* __restrict di, const T* __restrict hi, const T* __restrict ri,
+                           const T* __restrict w, const T* __restrict hs, const T* __restrict rs, T rr, int D) {
+  double dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int d = 0; d < D; ++d) dot += double(gi[d]) * w[d] * xi[d];
+  const T c = T(dot / D) * rr * rr;
+#pragma omp simd
+  for (int d = 0; d < D; ++d) {
+    const T g = di[d] + rr * (gi[d] * w[d] - xi[d] * c);  // rmsnorm_backward's dx + the skip path's
+    aw[d] += gi[d] * xi[d] * rr;
+    dhi[d] = g * hs[d];
+    ag[d] += g;
+    ah[d] += g * hi[d];
+    if constexpr (HasR) {
+      dri[d] = g * rs[d];
+      ar[d] += g * ri[d];
+    }
+  }
+}
+
 template <class T>
 void merge_norm_backward(T* dh, T* dr, T* dw, T* dhs, T* dhb, T* drs, T* drb, const T* dx, const T* dres,
                          const T* res, const T* w, const T* rstd, const T* h, const T* r, const T* hs, const T* hb,
                          const T* rs, const T* rb, int N, int D) {
   const int nth = omp_in_parallel() ? 1 : omp_get_max_threads();
-  // Per thread: dw terms, column sums of the gradient g of res, of g*h and of g*r.
-  std::vector<T> part(size_t(nth) * 4 * D, T(0));
+  // Per thread: dw terms, column sums of the gradient g of res, of g*h and of g*r. Then D ones
+  // and D zeros standing in for absent scales and an absent dres.
+  std::vector<T> part(size_t(nth) * 4 * D + 2 * size_t(D), T(0));
+  T* ones = part.data() + size_t(nth) * 4 * D;
+  const T* zeros = ones + D;
+  std::fill(ones, ones + D, T(1));
+  const T* hsv = hs ? hs : ones;
+  const T* rsv = rs ? rs : ones;
 #pragma omp parallel num_threads(nth)
   {
     T* acc = part.data() + size_t(omp_get_thread_num()) * 4 * D;
     T *aw = acc, *ag = acc + D, *ah = acc + 2 * size_t(D), *ar = acc + 3 * size_t(D);
-    std::vector<T> g(static_cast<size_t>(D));
 #pragma omp for schedule(static)
     for (int i = 0; i < N; ++i) {
       const size_t o = size_t(i) * D;
-      const T* xi = res + o;
-      const T* gi = dx + o;
-      const T rr = rstd[i];
-      double dot = 0;
-#pragma omp simd reduction(+ : dot)
-      for (int d = 0; d < D; ++d) dot += double(gi[d]) * w[d] * xi[d];
-      const T c = T(dot / D) * rr * rr;
-      const T* di = dres ? dres + o : nullptr;
-      for (int d = 0; d < D; ++d) {  // rmsnorm_backward's dx term, added to the skip path's gradient
-        const T t = rr * (gi[d] * w[d] - xi[d] * c);
-        g[size_t(d)] = di ? di[d] + t : t;
-        aw[d] += gi[d] * xi[d] * rr;
-      }
-      const T* hi = h + o;
-      T* dhi = dh + o;
-      for (int d = 0; d < D; ++d) {
-        dhi[d] = hs ? g[size_t(d)] * hs[d] : g[size_t(d)];
-        ag[d] += g[size_t(d)];
-        ah[d] += g[size_t(d)] * hi[d];
-      }
-      if (dr) {
-        const T* ri = r + o;
-        T* dri = dr + o;
-        for (int d = 0; d < D; ++d) {
-          dri[d] = rs ? g[size_t(d)] * rs[d] : g[size_t(d)];
-          ar[d] += g[size_t(d)] * ri[d];
-        }
-      }
+      const T* di = dres ? dres + o : zeros;
+      if (dr)
+        merge_norm_row<T, true>(dh + o, dr + o, aw, ag, ah, ar, dx + o, res + o, di, h + o, r + o, w, hsv, rsv,
+                                rstd[i], D);
+      else
+        merge_norm_row<T, false>(dh + o, nullptr, aw, ag, ah, ar, dx + o, res + o, di, h + o, nullptr, w, hsv, rsv,
+                                 rstd[i], D);
     }
   }
   for (int t = 0; t < nth; ++t) {
