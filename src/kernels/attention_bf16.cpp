@@ -74,8 +74,8 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
         for (int i = 0; i < rows; ++i) {
           float* row = S + size_t(i) * n;
           const int seen = last_key(s, r0 + i) + 1;
-          const float m = row_max(row, seen), sum = row_sum_exp(row, seen, m);
-          row_exp_scale(row, row, seen, m, 1.f / sum);
+          const float m = row_max(row, seen), sum = row_exp_sum(row, row, seen, m), inv = 1.f / sum;
+          for (int u = 0; u < seen; ++u) row[u] *= inv;
           std::fill(row + seen, row + n, 0.f);
           lse_j[r0 + i] = m + std::log(sum);
         }

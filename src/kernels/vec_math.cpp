@@ -49,6 +49,32 @@ __attribute__((target("avx512f"))) float sum_exp_avx512(const float* x, int n, f
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
+// sum_exp_avx512's sum (the same lanes, the same order), storing the exponentials.
+__attribute__((target("avx512f"))) float exp_sum_avx512(float* y, const float* x, int n, float shift) {
+  const int full = n / 16 * 16;
+  const __m512 sh = _mm512_set1_ps(shift);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int i = 0;
+  for (; i + 32 <= full; i += 32) {
+    const __m512 e0 = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh));
+    const __m512 e1 = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), sh));
+    _mm512_storeu_ps(y + i, e0), _mm512_storeu_ps(y + i + 16, e1);
+    s0 = _mm512_add_ps(s0, e0), s1 = _mm512_add_ps(s1, e1);
+  }
+  for (; i < full; i += 16) {
+    const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh));
+    _mm512_storeu_ps(y + i, e);
+    s0 = _mm512_add_ps(s0, e);
+  }
+  if (n > full) {  // lanes past n are -inf: exp gives 0
+    const __mmask16 tail = __mmask16((1u << (n - full)) - 1);
+    const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), tail, x + full), sh));
+    _mm512_mask_storeu_ps(y + full, tail, e);
+    s1 = _mm512_add_ps(s1, e);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
 __attribute__((target("avx512f"))) void exp_scale_avx512(float* y, const float* x, int n, float shift, float scale) {
   const int full = n / 16 * 16;
   const __m512 sh = _mm512_set1_ps(shift), sc = _mm512_set1_ps(scale);
@@ -154,6 +180,13 @@ float row_sum_exp(const float* x, int n, float shift) {
   if (use_avx512()) return sum_exp_avx512(x, n, shift);
   float s = 0;
   for (int i = 0; i < n; ++i) s += std::exp(x[i] - shift);
+  return s;
+}
+
+float row_exp_sum(float* y, const float* x, int n, float shift) {
+  if (use_avx512()) return exp_sum_avx512(y, x, n, shift);
+  float s = 0;
+  for (int i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - shift));
   return s;
 }
 

@@ -9,6 +9,9 @@ namespace zaya {
 
 float row_max(const float* x, int n);                // -inf for n == 0
 float row_sum_exp(const float* x, int n, float shift);  // sum_i exp(x_i - shift)
+// y_i = exp(x_i - shift), returning row_sum_exp's sum (the same value): one exponential per
+// element where row_sum_exp + row_exp_scale compute two. y may alias x.
+float row_exp_sum(float* y, const float* x, int n, float shift);
 // y_i = exp(x_i - shift) * scale; y may alias x.
 void row_exp_scale(float* y, const float* x, int n, float shift, float scale);
 
