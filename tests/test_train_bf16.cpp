@@ -454,6 +454,14 @@ TEST(VecMath, RowPrimitivesMatchDouble) {
       row_exp_scale(y.data(), x.data(), n, float(m), 0.25f);
       for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], 0.25 * std::exp(double(x[i]) - m), 1e-6) << n << " " << i;
       EXPECT_EQ(y[n], -7.f);
+      // row_exp_sum: row_sum_exp's sum to the bit, row_exp_scale's exponentials (scale 1),
+      // in place as the attention softmax calls it.
+      std::vector<float> e(x.begin(), x.end()), e1(static_cast<size_t>(n));
+      e.push_back(-7.f);
+      row_exp_scale(e1.data(), x.data(), n, float(m), 1.f);
+      EXPECT_EQ(row_exp_sum(e.data(), e.data(), n, float(m)), row_sum_exp(x.data(), n, float(m))) << n;
+      for (int i = 0; i < n; ++i) EXPECT_EQ(e[i], e1[i]) << n << " " << i;
+      EXPECT_EQ(e[n], -7.f);
     }
   }
   vec_math_force_portable(false);
