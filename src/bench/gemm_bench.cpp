@@ -191,7 +191,7 @@ GemmResult run_gemm(const GemmOptions& o, std::FILE* out) {
     std::set<std::tuple<GemmEngine, int64_t, int64_t, int64_t>> done;  // an engine runs a shape once
     for (GemmEngine e : o.engines) {
       for (const GemmShape& s : o.shapes) {
-        const GemmEngine used = gemm_engine_for(e, p, int(s.M), int(s.N), int(s.K));
+        const GemmEngine used = gemm_engine_for(e, p, o.ta, int(s.M), int(s.N), int(s.K));
         if (!done.insert({used, s.M, s.N, s.K}).second) continue;
         double sec = time_gemm(e, p, o.ta, o.tb, s, o.warmup, o.min_iters, o.min_time, o.verify);
         GemmRow r{s.name, best.dtype, gemm_engine_name(used), s.M, s.N, s.K, sec * 1e6, s.flops() / sec / 1e12, 0};

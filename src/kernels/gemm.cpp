@@ -322,7 +322,7 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
   const GemmT0 t0 = gemm_t0();
   static thread_local std::vector<bf16> abuf;
   pack_bf16(x, M, K, ldx, abuf);
-  const GemmEngine e = gemm_engine_for(GemmEngine::Auto, GemmPrecision::BF16, M, N, K);
+  const GemmEngine e = gemm_engine_for(GemmEngine::Auto, GemmPrecision::BF16, Trans::N, M, N, K);
   if (e == GemmEngine::Amx || e == GemmEngine::Avx512)
     gemm_bf16_kernel(e, Trans::N, Trans::T, M, N, K, 1.f, abuf.data(), K, W, K, beta, y, ldy);
   else
@@ -365,7 +365,7 @@ void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, GemmOperand
   ZAYA_CHECK(K > 0, "gemm_bf16: K must be positive");
   const GemmT0 t0 = gemm_t0();
   dnnl_gemm(GemmPrecision::BF16, ta, tb, M, N, K, alpha, A.b16 ? nullptr : A.f32, A.ld, B.b16 ? nullptr : B.f32, B.ld,
-            beta, C, ldc, A.b16, B.b16, gemm_engine_for(GemmEngine::Auto, GemmPrecision::BF16, M, N, K));
+            beta, C, ldc, A.b16, B.b16, gemm_engine_for(GemmEngine::Auto, GemmPrecision::BF16, ta, M, N, K));
   record_gemm(t0, M, N, K);
 }
 
@@ -378,13 +378,13 @@ void scale_c(int M, int N, float beta, float* C, int ldc) {  // BLAS semantics f
 
 }  // namespace
 
-GemmEngine gemm_engine_for(GemmEngine engine, GemmPrecision prec, int M, int N, int K) {
+GemmEngine gemm_engine_for(GemmEngine engine, GemmPrecision prec, Trans ta, int M, int N, int K) {
   if (prec == GemmPrecision::BF16 && !bf16_gemm_supported()) prec = GemmPrecision::F32;
   // Auto, nothing forced: our AVX-512 kernels but for the largest products (gemm_avx512_suits).
   const bool by_shape = engine == GemmEngine::Auto && gemm_settings().engine == GemmEngine::Auto &&
                         forced_engine() == GemmEngine::Auto;
   if (engine == GemmEngine::Auto) engine = gemm_resolve(prec);
-  if (by_shape && engine == GemmEngine::Avx512 && !gemm_avx512_suits(M, N, K))
+  if (by_shape && engine == GemmEngine::Avx512 && !gemm_avx512_suits(ta, M, N, K))
     engine = prec == GemmPrecision::F32 ? GemmEngine::OpenBLAS : GemmEngine::OneDNN;
   if (engine == GemmEngine::Amx && (prec != GemmPrecision::BF16 || !amx_bf16_usable()))
     engine = gemm_resolve(prec);  // the AMX kernel multiplies bf16 on AMX only
@@ -406,7 +406,7 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
     warned = true;
     prec = GemmPrecision::F32;
   }
-  engine = gemm_engine_for(engine, prec, M, N, K);
+  engine = gemm_engine_for(engine, prec, ta, M, N, K);
   if (prec == GemmPrecision::BF16 || engine == GemmEngine::OneDNN)
     dnnl_gemm(prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr, engine);
   else if (engine == GemmEngine::Avx512)
@@ -436,7 +436,7 @@ void gemm_serial(Trans ta, Trans tb, int M, int N, int K, float alpha, const flo
                  int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
-  if (gemm_engine_for(GemmEngine::Auto, GemmPrecision::F32, M, N, K) == GemmEngine::Avx512)
+  if (gemm_engine_for(GemmEngine::Auto, GemmPrecision::F32, ta, M, N, K) == GemmEngine::Avx512)
     return gemm_f32_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, /*serial=*/true);
   cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -7,7 +7,7 @@
 // AVX512-BF16 or AMX, detected at run time). The default engine per precision is what
 // measured fastest on our machines (see README, "GEMM engines"): fp32 our AVX-512 kernel
 // where the CPU has AVX-512, OpenBLAS on CPUs without it; bf16 the AMX kernel where the CPU
-// has AMX, else our AVX512-BF16 kernel, else oneDNN; the largest products (gemm_avx512_suits)
+// has AMX, else our AVX512-BF16 kernel, else oneDNN; the largest products with A transposed (gemm_avx512_suits)
 // go from the AVX-512 kernels to OpenBLAS (fp32) and oneDNN (bf16). It can be forced with
 // ZAYA_GEMM_ENGINE=openblas|onednn|amx|avx512 (onednn and avx512 apply to both precisions,
 // amx to bf16 only, openblas to fp32 only: the other precision keeps its default).
@@ -100,7 +100,7 @@ class ActivationMirrorScope {
 GemmEngine gemm_resolve(GemmPrecision prec);
 // The engine gemm_with(engine, prec, ...) runs an M x N x K product on (Auto by shape, and an
 // engine that cannot multiply prec here replaced): what benchmarks label a row with.
-GemmEngine gemm_engine_for(GemmEngine engine, GemmPrecision prec, int M, int N, int K);
+GemmEngine gemm_engine_for(GemmEngine engine, GemmPrecision prec, Trans ta, int M, int N, int K);
 const char* gemm_engine_name(GemmEngine e);
 const char* gemm_precision_name(GemmPrecision p);
 

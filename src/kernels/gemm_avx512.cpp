@@ -382,7 +382,7 @@ Job make_job(bool bf, Trans ta, Trans tb, int M, int N, int K, float alpha, cons
 bool gemm_f32_usable() { return cpu_features().avx512f; }
 bool gemm_bf16_avx512_usable() { return cpu_features().avx512f && cpu_features().avx512_bf16; }
 
-bool gemm_avx512_suits(int M, int N, int K) { return long(M) * N < (4l << 20) && K <= 4096; }
+bool gemm_avx512_suits(Trans ta, int M, int N, int K) { return ta == Trans::N || (long(M) * N < (4l << 20) && K <= 4096); }
 
 namespace {
 
