@@ -7,8 +7,8 @@
 // AVX512-BF16 or AMX, detected at run time). The default engine per precision is what
 // measured fastest on our machines (see README, "GEMM engines"): fp32 our AVX-512 kernel
 // where the CPU has AVX-512, OpenBLAS on CPUs without it; bf16 the AMX kernel where the CPU
-// has AMX, else our AVX512-BF16 kernel, else oneDNN; the largest products with A transposed (gemm_avx512_suits)
-// go from the AVX-512 kernels to OpenBLAS (fp32) and oneDNN (bf16). It can be forced with
+// has AMX, else our AVX512-BF16 kernel, else oneDNN; the largest products with A transposed
+// (gemm_avx512_suits) go from the AVX-512 kernels to OpenBLAS (fp32) and oneDNN (bf16). It can be forced with
 // ZAYA_GEMM_ENGINE=openblas|onednn|amx|avx512 (onednn and avx512 apply to both precisions,
 // amx to bf16 only, openblas to fp32 only: the other precision keeps its default).
 // double always goes to OpenBLAS dgemm (gradient checks).
