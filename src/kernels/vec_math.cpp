@@ -32,24 +32,9 @@ __attribute__((target("avx512f"))) float max_avx512(const float* x, int n) {
   return _mm512_reduce_max_ps(m);
 }
 
-__attribute__((target("avx512f"))) float sum_exp_avx512(const float* x, int n, float shift) {
-  const int full = n / 16 * 16;
-  const __m512 sh = _mm512_set1_ps(shift);
-  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-  int i = 0;
-  for (; i + 32 <= full; i += 32) {
-    s0 = _mm512_add_ps(s0, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh)));
-    s1 = _mm512_add_ps(s1, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), sh)));
-  }
-  for (; i < full; i += 16) s0 = _mm512_add_ps(s0, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh)));
-  if (n > full) {  // lanes past n are -inf: exp gives 0
-    const __m512 t = _mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), __mmask16((1u << (n - full)) - 1), x + full);
-    s1 = _mm512_add_ps(s1, _ZGVeN16v_expf(_mm512_sub_ps(t, sh)));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-}
-
-// sum_exp_avx512's sum (the same lanes, the same order), storing the exponentials.
+// sum_i exp(x_i - shift) in two accumulators over 32-wide steps; Store: the exponentials are
+// written to y as well (the same sum, to the bit).
+template <bool Store>
 __attribute__((target("avx512f"))) float exp_sum_avx512(float* y, const float* x, int n, float shift) {
   const int full = n / 16 * 16;
   const __m512 sh = _mm512_set1_ps(shift);
@@ -58,18 +43,18 @@ __attribute__((target("avx512f"))) float exp_sum_avx512(float* y, const float* x
   for (; i + 32 <= full; i += 32) {
     const __m512 e0 = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh));
     const __m512 e1 = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), sh));
-    _mm512_storeu_ps(y + i, e0), _mm512_storeu_ps(y + i + 16, e1);
+    if constexpr (Store) _mm512_storeu_ps(y + i, e0), _mm512_storeu_ps(y + i + 16, e1);
     s0 = _mm512_add_ps(s0, e0), s1 = _mm512_add_ps(s1, e1);
   }
   for (; i < full; i += 16) {
     const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh));
-    _mm512_storeu_ps(y + i, e);
+    if constexpr (Store) _mm512_storeu_ps(y + i, e);
     s0 = _mm512_add_ps(s0, e);
   }
   if (n > full) {  // lanes past n are -inf: exp gives 0
     const __mmask16 tail = __mmask16((1u << (n - full)) - 1);
     const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(kNegInf), tail, x + full), sh));
-    _mm512_mask_storeu_ps(y + full, tail, e);
+    if constexpr (Store) _mm512_mask_storeu_ps(y + full, tail, e);
     s1 = _mm512_add_ps(s1, e);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
@@ -177,14 +162,14 @@ float row_max(const float* x, int n) {
 }
 
 float row_sum_exp(const float* x, int n, float shift) {
-  if (use_avx512()) return sum_exp_avx512(x, n, shift);
+  if (use_avx512()) return exp_sum_avx512<false>(nullptr, x, n, shift);
   float s = 0;
   for (int i = 0; i < n; ++i) s += std::exp(x[i] - shift);
   return s;
 }
 
 float row_exp_sum(float* y, const float* x, int n, float shift) {
-  if (use_avx512()) return exp_sum_avx512(y, x, n, shift);
+  if (use_avx512()) return exp_sum_avx512<true>(y, x, n, shift);
   float s = 0;
   for (int i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - shift));
   return s;
