@@ -185,8 +185,8 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
     // dy0_g(shifted by k) += dc_g @ W_k[g] (a group's taps overlap in dy0: one after another)
     for (int g = 0; g < G; ++g)
       for (int k = 0; k < K1; ++k)
-        gemm(Trans::N, Trans::N, M, hd, hd, T(1), dout + size_t(g) * hd, C, w1p + (size_t(k) * C + size_t(g) * hd) * hd,
-             hd, T(1), dy0 + size_t(k) * C + size_t(g) * hd, C);
+        gemm(Trans::N, Trans::N, M, hd, hd, T(1), dout + size_t(g) * hd, C,
+             w1p + (size_t(k) * C + size_t(g) * hd) * hd, hd, T(1), dy0 + size_t(k) * C + size_t(g) * hd, C);
     for (int k = 0; k < K1; ++k)
       for (int o = 0; o < C; ++o)
         for (int i = 0; i < hd; ++i) dw1[(size_t(o) * hd + i) * K1 + k] += dw1p[(size_t(k) * C + o) * hd + i];

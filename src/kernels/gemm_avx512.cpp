@@ -74,6 +74,11 @@ struct Job {
   const bf16* bh() const { return static_cast<const bf16*>(B); }
 };
 
+// The lines of p[0, n) towards L1.
+inline void prefetch_span(const float* p, int n) {
+  for (int c = 0; c < n; c += 16) _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
+}
+
 // Steps [k0, k0 + kc) of panels [p0, p1) of op(B), each panel as [k][32] (zero columns past
 // N). Packed one K block at a time, just before the block's products read them from L2; stored
 // [k][j], each step's row is read once across all the panels (one run of memory, not a 128-byte
@@ -87,7 +92,7 @@ ZAYA_AVX512 void pack_panels_f32(const Job& j, int p0, int p1, int k0, int kc) {
     for (int k = k0; k < k1; ++k) {
       const float* src = j.bf32() + size_t(k) * j.ldb + j0;
       if (k + kPackAhead < j.K)
-        for (int c = 0; c < cols; c += 16) _mm_prefetch(reinterpret_cast<const char*>(src + kPackAhead * j.ldb + c), _MM_HINT_T0);
+        prefetch_span(src + kPackAhead * j.ldb, cols);
       for (int p = p0; p < p1; ++p) {
         const int c = (p - p0) * kNR;
         float* out = j.bp + (size_t(p) * j.K + k) * kNR;
@@ -176,7 +181,7 @@ ZAYA_AVX512 void pack_a_f32(const Job& j, int i0, int rows, int k0, int kc, floa
     for (int k = 0; k < kc; ++k) {
       const float* src = j.af() + size_t(k0 + k) * j.lda + i0;
       if (k0 + k + kPackAhead < j.K)
-        for (int c = 0; c < rows; c += 16) _mm_prefetch(reinterpret_cast<const char*>(src + kPackAhead * j.lda + c), _MM_HINT_T0);
+        prefetch_span(src + kPackAhead * j.lda, rows);
       for (int b = 0; b < blocks; ++b) {
         const __mmask16 rm = cols_mask(std::min(kMR, rows - b * kMR));
         _mm512_mask_storeu_ps(out + (size_t(b) * kc + k) * kMR, rm, _mm512_maskz_loadu_ps(rm, src + b * kMR));
