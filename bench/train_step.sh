@@ -141,6 +141,7 @@ if first_torch:
     print(f"\nPyTorch {d['torch']}: model {d['model']}; BLAS {d['blas_library']} "
           f"(via {' -> '.join(d.get('libblas_so_3_alternatives', []))}), core {d['blas_core_before']} -> "
           f"{d['blas_core']} (OPENBLAS_CORETYPE={d['openblas_coretype_env']}), ATen "
-          f"{d['aten_cpu_capability_before']} -> {d['aten_cpu_capability']}; bf16 GEMM {d.get('bf16_gemm')}")
+          f"{d['aten_cpu_capability_before']} -> {d['aten_cpu_capability']}; bf16 GEMM {d.get('bf16_gemm')}; "
+          f"malloc {d.get('malloc', 'glibc defaults')}")
 print(f"train_step.sh: {elapsed} s")
 PYEOF

@@ -18,6 +18,12 @@ Fairness (bench/README.md):
   turns this off, ZAYA_BLAS_REEXEC=1 marks the re-executed process). In the same re-exec ATen's
   own vectorised kernels get ATEN_CPU_CAPABILITY=avx512 where the CPU has AVX-512 F/VL/BW/DQ and
   torch chose less (ZAYA_ATEN_CAPABILITY=keep turns this off).
+- memory: zaya reuses its buffers from step to step; torch allocates each step's tensors afresh,
+  and glibc's malloc hands large blocks back to the kernel on free, so every step faults its
+  pages in again (on our VMs 2.2-2.4x of torch's step). The same re-exec keeps freed memory in
+  the heap (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_=64 GiB), the role jemalloc or tcmalloc
+  play in PyTorch's CPU performance tuning guide (ZAYA_TORCH_MALLOC=keep, or any MALLOC_* tunable
+  already set, leaves glibc's defaults).
 - threads: torch.set_num_threads(n) and OMP_NUM_THREADS=n (set here when the process starts).
 - data: every step draws fresh random tokens (outside the timed region), after --warmup >= 2
   untimed steps; the statistic is the median step time (tokens/s = B*T / median).
@@ -117,6 +123,15 @@ def aten_capability(torch):
     return "unknown"
 
 
+# glibc malloc tunables (read at process start): no mmap'd blocks, nothing trimmed back to the OS.
+KEEP_HEAP = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(64 << 30)}
+
+
+def malloc_setting():
+    kept = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
+    return " ".join(f"{k}={v}" for k, v in sorted(kept.items())) or "glibc defaults"
+
+
 def maybe_reexec(torch, flags):
     """zaya's rule (src/kernels/gemm.cpp maybe_reexec_for_blas_core), for torch's process."""
     if os.environ.get("ZAYA_BLAS_REEXEC"):
@@ -131,6 +146,9 @@ def maybe_reexec(torch, flags):
             and {"avx512f", "avx512vl", "avx512bw", "avx512dq"} <= flags
             and aten_capability(torch).upper() != "AVX512"):
         env.update({"ATEN_CPU_CAPABILITY": "avx512", "ZAYA_ATEN_CAPABILITY_BEFORE": aten_capability(torch)})
+    if (os.environ.get("ZAYA_TORCH_MALLOC") != "keep"
+            and not any(k.startswith("MALLOC_") for k in os.environ)):
+        env.update(KEEP_HEAP)
     if env:
         env["ZAYA_BLAS_REEXEC"] = "1"  # never loop
         sys.stdout.flush()
@@ -276,6 +294,7 @@ def main(argv=None):
         "aten_cpu_capability": aten_capability(torch),
         "aten_cpu_capability_before": os.environ.get("ZAYA_ATEN_CAPABILITY_BEFORE", aten_capability(torch)),
         "bf16_gemm": bf16_gemm_impl(torch) if "bf16" in modes else None,
+        "malloc": malloc_setting(),
     })
     print(json.dumps(result))
 
