@@ -36,9 +36,7 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s,
     const int last = std::min(s.Tk - 1, s.q_pos0 + t);  // keys 0..last are visible
     if constexpr (std::is_same_v<T, float>) {  // vector expf (kernels/vec_math.h)
       if (!have_lse) {
-        const float m = row_max(row, last + 1), sum = row_exp_sum(row, row, last + 1, m), inv = 1.f / sum;
-        for (int u = 0; u <= last; ++u) row[u] *= inv;
-        lse_row[t] = m + std::log(sum);
+        lse_row[t] = row_softmax(row, last + 1);
       } else {
         row_exp_scale(row, row, last + 1, lse_row[t], 1.f);
       }

@@ -74,10 +74,8 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
         for (int i = 0; i < rows; ++i) {
           float* row = S + size_t(i) * n;
           const int seen = last_key(s, r0 + i) + 1;
-          const float m = row_max(row, seen), sum = row_exp_sum(row, row, seen, m), inv = 1.f / sum;
-          for (int u = 0; u < seen; ++u) row[u] *= inv;
+          lse_j[r0 + i] = row_softmax(row, seen);
           std::fill(row + seen, row + n, 0.f);
-          lse_j[r0 + i] = m + std::log(sum);
         }
         convert_to_bf16(S, sc.p16.data(), size_t(rows) * n);
         gemm_bf16_kernel(e, Trans::N, Trans::N, rows, hd, n, 1.f, sc.p16.data(), n, sc.v16.data(), hd, 0.f,

@@ -309,9 +309,10 @@ ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
   const int ti = t / tn, tj = t % tn;
   const int mb0 = int(long(j.MB) * ti / tm), mb1 = int(long(j.MB) * (ti + 1) / tm);
   const int np0 = int(long(j.NP) * tj / tn), np1 = int(long(j.NP) * (tj + 1) / tn);
-  // Columns split: this thread's own panels; rows split: a share of all, then a barrier.
-  const int p0 = split_n ? (t < tm * tn ? np0 : 0) : int(long(j.NP) * t / nt);
-  const int p1 = split_n ? (t < tm * tn ? np1 : 0) : int(long(j.NP) * (t + 1) / nt);
+  // Panels this thread packs, per K block: columns split, its own; rows split, a share of
+  // all, then a barrier (every thread packs and meets it: run() caps nt at max(MB, NP)).
+  const int p0 = split_n ? np0 : int(long(j.NP) * t / nt);
+  const int p1 = split_n ? np1 : int(long(j.NP) * (t + 1) / nt);
   static constexpr auto kN = block_table<false, false>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto kT = block_table<true, false>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto kNb = block_table<false, true>(std::make_integer_sequence<int, kMR>{});
@@ -387,7 +388,9 @@ Job make_job(bool bf, Trans ta, Trans tb, int M, int N, int K, float alpha, cons
 bool gemm_f32_usable() { return cpu_features().avx512f; }
 bool gemm_bf16_avx512_usable() { return cpu_features().avx512f && cpu_features().avx512_bf16; }
 
-bool gemm_avx512_suits(Trans ta, int M, int N, int K) { return ta == Trans::N || (long(M) * N < (4l << 20) && K <= 4096); }
+bool gemm_avx512_suits(Trans ta, int M, int N, int K) {
+  return ta == Trans::N || (long(M) * N < (4l << 20) && K <= 4096);
+}
 
 namespace {
 

@@ -175,6 +175,12 @@ float row_exp_sum(float* y, const float* x, int n, float shift) {
   return s;
 }
 
+float row_softmax(float* row, int n) {
+  const float m = row_max(row, n), sum = row_exp_sum(row, row, n, m), inv = 1.f / sum;
+  for (int i = 0; i < n; ++i) row[i] *= inv;
+  return m + std::log(sum);
+}
+
 void row_exp_scale(float* y, const float* x, int n, float shift, float scale) {
   if (use_avx512()) return exp_scale_avx512(y, x, n, shift, scale);
   for (int i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift) * scale;

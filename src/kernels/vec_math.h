@@ -12,6 +12,9 @@ float row_sum_exp(const float* x, int n, float shift);  // sum_i exp(x_i - shift
 // y_i = exp(x_i - shift), returning row_sum_exp's sum (the same value): one exponential per
 // element where row_sum_exp + row_exp_scale compute two. y may alias x.
 float row_exp_sum(float* y, const float* x, int n, float shift);
+// row[0, n) <- softmax(row[0, n)) in place (one exponential per element), returning the
+// log-sum-exp.
+float row_softmax(float* row, int n);
 // y_i = exp(x_i - shift) * scale; y may alias x.
 void row_exp_scale(float* y, const float* x, int n, float shift, float scale);
 
