@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "gradcheck.h"
 #include "kernels/activations.h"
@@ -65,7 +67,7 @@ static OpCase rmsnorm_row() {
           }};
 }
 
-// A sub-layer's entry, fused backward (merge_norm_backward): outputs x = rmsnorm(res) and
+// A sub-layer's entry, fused forward and backward (merge_norm_forward / _backward): outputs x = rmsnorm(res) and
 // res = res_merge(h, r) itself (the skip path's gradient reaches res directly), so one
 // upstream gradient exercises both. with_r = false: the first sub-layer (no residual in).
 template <class T>
@@ -78,9 +80,8 @@ static OpCase merge_norm_row(bool with_r) {
     u.h = cast<T>(in[0]), u.r = cast<T>(in[1]), u.hs = cast<T>(in[2]), u.hb = cast<T>(in[3]);
     u.rs = cast<T>(in[4]), u.rb = cast<T>(in[5]), u.w = cast<T>(in[6]);
     u.res.assign(N * D, 0), u.x.assign(N * D, 0), u.rstd.assign(N, 0);
-    res_merge_forward(u.res.data(), u.h.data(), with_r ? u.r.data() : nullptr, u.hs.data(), u.hb.data(),
-                      u.rs.data(), u.rb.data(), N, D);
-    rmsnorm_forward(u.x.data(), u.rstd.data(), u.res.data(), u.w.data(), N, D, 1e-5);
+    merge_norm_forward(u.res.data(), u.x.data(), u.rstd.data(), u.h.data(), with_r ? u.r.data() : nullptr,
+                       u.hs.data(), u.hb.data(), u.rs.data(), u.rb.data(), u.w.data(), N, D, 1e-5);
   };
   return {std::string("merge_norm") + (with_r ? "" : "_first") + suffix<T>(),
           {N * D, N * D, D, D, D, D, D},
@@ -711,6 +712,56 @@ TEST(OpGrad, DetectsAWrongBackward) {
     for (size_t k = 0; k < in[0].size(); ++k) d[0][k] += 0.5 * g[k];
   };
   EXPECT_GT(check_op(op).max_rel_err, 1e-3);
+}
+
+// The fused entry (merge_norm_forward) computes what res_merge_forward then rmsnorm_forward
+// do: with and without the residual input, the scales, and in place (res_out aliasing res,
+// as decode merges). Unscaled, bit for bit; scaled, the fused loop may contract
+// (h + hb) hs + (r + rb) rs into one FMA where the branchy one rounds twice, so within an
+// ulp of the terms. The bf16 copy is the fp32 output rounded (to_bf16) either way.
+TEST(OpGrad, FusedMergeNormMatchesItsParts) {
+  const int N = 9, D = 80;  // D: five 16-lane vectors
+  Philox rng(5, 1);
+  auto draw = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = float(rng.normal());
+    return v;
+  };
+  const std::vector<float> h = draw(size_t(N) * D), r = draw(size_t(N) * D), hs = draw(D), hb = draw(D),
+                           rs = draw(D), rb = draw(D), w = draw(D);
+  for (int with_r = 0; with_r < 2; ++with_r)
+    for (int scaled = 0; scaled < 2; ++scaled)
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        if (in_place && !with_r) continue;
+        const float* hsp = scaled ? hs.data() : nullptr;
+        const float* hbp = scaled ? hb.data() : nullptr;
+        const float* rsp = scaled ? rs.data() : nullptr;
+        const float* rbp = scaled ? rb.data() : nullptr;
+        std::vector<float> res1(size_t(N) * D), x1(res1.size()), rstd1(N), x2(res1.size()), rstd2(N);
+        std::vector<float> res2 = in_place ? r : std::vector<float>(res1.size());  // in place: holds r
+        std::vector<bf16> x1_16(res1.size()), x2_16(res1.size());
+        res_merge_forward(res1.data(), h.data(), with_r ? r.data() : nullptr, hsp, hbp, rsp, rbp, N, D);
+        rmsnorm_forward(x1.data(), rstd1.data(), res1.data(), w.data(), N, D, 1e-5, x1_16.data());
+        const float* rin = !with_r ? nullptr : in_place ? res2.data() : r.data();
+        merge_norm_forward(res2.data(), x2.data(), rstd2.data(), h.data(), rin, hsp, hbp, rsp, rbp, w.data(), N, D,
+                           1e-5, x2_16.data());
+        SCOPED_TRACE("with_r " + std::to_string(with_r) + " scaled " + std::to_string(scaled) + " in_place " +
+                     std::to_string(in_place));
+        for (size_t i = 0; i < x2.size(); ++i) ASSERT_EQ(to_bf16(x2[i]).bits, x2_16[i].bits) << i;
+        if (!scaled) {
+          EXPECT_EQ(0, std::memcmp(res1.data(), res2.data(), res1.size() * sizeof(float)));
+          EXPECT_EQ(0, std::memcmp(x1.data(), x2.data(), x1.size() * sizeof(float)));
+          EXPECT_EQ(0, std::memcmp(rstd1.data(), rstd2.data(), rstd1.size() * sizeof(float)));
+          continue;
+        }
+        for (size_t i = 0; i < res1.size(); ++i) {
+          const size_t d = i % D;
+          const double terms = std::fabs((double(h[i]) + hb[d]) * hs[d]) + std::fabs((double(r[i]) + rb[d]) * rs[d]);
+          ASSERT_NEAR(res1[i], res2[i], 2e-7 * terms) << i;
+          ASSERT_NEAR(x1[i], x2[i], 1e-5) << i;
+        }
+        for (int i = 0; i < N; ++i) ASSERT_NEAR(rstd1[size_t(i)], rstd2[size_t(i)], 1e-6 * rstd1[size_t(i)]) << i;
+      }
 }
 
 // The two in-process shards compute the unsplit sequence (so the cca_cp2 rows check the

@@ -26,6 +26,14 @@ template <class T>
 void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T* dout, const T* h, const T* res,
                         const T* hs, const T* hb, const T* rs, const T* rb, int N, int D);
 
+// A sub-layer's entry, fused: res_out = res_merge(h, res) and out = rmsnorm(res_out) in one
+// pass over each row (the same values as res_merge_forward then rmsnorm_forward; res_out may
+// alias res, as decode merges in place). Arguments as those two functions'; out16 as
+// rmsnorm_forward's.
+template <class T>
+void merge_norm_forward(T* res_out, T* out, T* rstd, const T* h, const T* res, const T* hs, const T* hb, const T* rs,
+                        const T* rb, const T* w, int N, int D, double eps, bf16* out16 = nullptr);
+
 // The backward of a sub-layer's entry, fused: res = res_merge(h, r) then x = rmsnorm(res).
 // From dx (gradient of x) and dres (nullable: the gradient reaching res from the layers
 // above), one pass over the rows OVERWRITES dh and dr (dr nullable when r was null) with

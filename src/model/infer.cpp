@@ -455,8 +455,8 @@ void InferDecoder::layers(int n, bool head) {
   for (int s = 0; s < c.num_sublayers(); ++s) {
     const InferModel::Sublayer& L = m_.sub[size_t(s)];
     serial([&] {
-      res_merge_forward(res_.data(), h_.data(), s ? res_.data() : nullptr, L.rs.hs, L.rs.hb, L.rs.rs, L.rs.rb, N, D);
-      rmsnorm_forward(x_.data(), rstd_.data(), res_.data(), L.norm, N, D, c.norm_eps);
+      merge_norm_forward(res_.data(), x_.data(), rstd_.data(), h_.data(), s ? res_.data() : nullptr, L.rs.hs, L.rs.hb,
+                         L.rs.rs, L.rs.rb, L.norm, N, D, c.norm_eps);
     });
     if (L.attention) {
       attention(L.a, s / 2, n);
@@ -467,8 +467,8 @@ void InferDecoder::layers(int n, bool head) {
   }
   const InferModel::ResScale& fr = m_.final_rs;
   serial([&] {
-    res_merge_forward(res_.data(), h_.data(), res_.data(), fr.hs, fr.hb, fr.rs, fr.rb, N, D);
-    rmsnorm_forward(xf_.data(), rstd_.data(), res_.data(), m_.final_norm, N, D, c.norm_eps);
+    merge_norm_forward(res_.data(), xf_.data(), rstd_.data(), h_.data(), res_.data(), fr.hs, fr.hb, fr.rs, fr.rb,
+                       m_.final_norm, N, D, c.norm_eps);
     if (head)  // the last position of each row
       for (int b = 0; b < batch_; ++b)
         std::memcpy(&last_[size_t(b) * D], &xf_[(size_t(b) * n + n - 1) * D], sizeof(float) * D);

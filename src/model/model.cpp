@@ -193,10 +193,9 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     ZAYA_PROFILE(so.attention ? "cca" : "moe");
     {
       ZAYA_PROFILE("res_merge+norm");
-      res_merge_forward(a.res_ND.data(), h, res, opt(params, so.rs.hs_scale), opt(params, so.rs.hs_bias),
-                        opt(params, so.rs.res_scale), opt(params, so.rs.res_bias), N, D);
-      rmsnorm_forward(a.x_ND.data(), a.rstd_N.data(), a.res_ND.data(), p(so.norm), N, D, c.norm_eps,
-                      x16(size_t(n), a.x_ND.data()));
+      merge_norm_forward(a.res_ND.data(), a.x_ND.data(), a.rstd_N.data(), h, res, opt(params, so.rs.hs_scale),
+                         opt(params, so.rs.hs_bias), opt(params, so.rs.res_scale), opt(params, so.rs.res_bias),
+                         p(so.norm), N, D, c.norm_eps, x16(size_t(n), a.x_ND.data()));
       gemm_set_activation_mirrors(act_mirrors_);
     }
     if (so.attention) {
@@ -214,10 +213,9 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   }
   ZAYA_PROFILE("lm_head+loss");
   const ResScaleOffsets& fr = layout.final_rs;
-  res_merge_forward(res_final_ND_.data(), h, res, opt(params, fr.hs_scale), opt(params, fr.hs_bias),
-                    opt(params, fr.res_scale), opt(params, fr.res_bias), N, D);
-  rmsnorm_forward(xf_ND_.data(), rstd_f_N_.data(), res_final_ND_.data(), p(layout.final_norm), N, D, c.norm_eps,
-                  x16(size_t(c.num_sublayers()), xf_ND_.data()));
+  merge_norm_forward(res_final_ND_.data(), xf_ND_.data(), rstd_f_N_.data(), h, res, opt(params, fr.hs_scale),
+                     opt(params, fr.hs_bias), opt(params, fr.res_scale), opt(params, fr.res_bias),
+                     p(layout.final_norm), N, D, c.norm_eps, x16(size_t(c.num_sublayers()), xf_ND_.data()));
   gemm_set_activation_mirrors(act_mirrors_);
   {
     ZAYA_PROFILE("lm_head");
