@@ -627,6 +627,27 @@ static std::vector<OpCase> op_table() {
                    l2norm_backward(d[0].data(), d[1].data(), gg.data(), in[0].data(), norms.data(), in[1].data(), N, 3,
                                    4, 14);
                  }});
+  // The fused pass CCA runs: L2 norm with temperature, then partial RoPE on each head (rot 4
+  // of hd 8, H=2, row stride 19; rows at positions 3 + i % 4), one pass each way.
+  ops.push_back({"l2norm_rope", {8 * 19, 2}, nullptr,
+                 [=](const VV& in, V& out) {
+                   RopeTable rt;
+                   rt.build(4, 16, 10000.0);
+                   out.assign(8 * 19, 0);
+                   V norms(8 * 2);
+                   l2norm_forward(out.data(), norms.data(), in[0].data(), in[1].data(), 8, 2, 8, 19, {&rt, 4, 3});
+                 },
+                 [=](const VV& in, const V& g, VV& d) {
+                   RopeTable rt;
+                   rt.build(4, 16, 10000.0);
+                   V out(8 * 19), norms(8 * 2), gg = g;
+                   for (int i = 0; i < 8; ++i) std::fill(&gg[i * 19 + 16], &gg[i * 19 + 19], 0.0);  // unused columns
+                   l2norm_forward(out.data(), norms.data(), in[0].data(), in[1].data(), 8, 2, 8, 19, {&rt, 4, 3});
+                   const V dy = gg;
+                   l2norm_backward(d[0].data(), d[1].data(), gg.data(), in[0].data(), norms.data(), in[1].data(), 8, 2,
+                                   8, 19, {&rt, 4, 3});
+                   EXPECT_EQ(dy, gg);  // dy is read, not rotated in place
+                 }});
   ops.push_back({"rope_partial", {2 * 4 * 2 * 8}, nullptr,
                  [=](const VV& in, V& out) {
                    RopeTable rt;

@@ -127,43 +127,92 @@ void softmax_backward(T* dz, const T* dp, const T* p, int N, int K) {
   });
 }
 
+// The longest rotated half a row's cos/sin are staged for (as T, once per row).
+constexpr int kRopeMaxHalf = 512;
+
+// Row `pos`'s cos and sin (sin times sign: -1 rotates back) as T, for every head of the row.
 template <class T>
-void l2norm_forward(T* y, T* norms, const T* x, const T* temp, int N, int H, int hd, int ld) {
+static int rope_row(T* c, T* s, const RopeTable& rt, int pos, double sign) {
+  const int half = rt.rot / 2;
+  const double* cp = &rt.cos_[size_t(pos) * half];
+  const double* sp = &rt.sin_[size_t(pos) * half];
+  for (int j = 0; j < half; ++j) c[j] = T(cp[j]), s[j] = T(sign * sp[j]);
+  return half;
+}
+
+// One head vector's first 2 * half dims rotated in place.
+template <class T>
+static inline void rope_rotate(T* v, const T* c, const T* s, int half) {
+#pragma omp simd
+  for (int j = 0; j < half; ++j) {
+    const T a = v[j], b = v[j + half];
+    v[j] = a * c[j] - b * s[j];
+    v[j + half] = b * c[j] + a * s[j];
+  }
+}
+
+static void check_rope(const RopeTable& rt, int last_pos) {
+  ZAYA_CHECK(last_pos <= rt.max_pos, "position ", last_pos, " exceeds the RoPE table (", rt.max_pos, ")");
+  ZAYA_CHECK(rt.rot / 2 <= kRopeMaxHalf, "RoPE: ", rt.rot, " rotated dims, at most ", 2 * kRopeMaxHalf);
+}
+
+// Reductions go through `omp simd` lanes: a scalar chain of hd dependent adds per head vector
+// was most of this pass's time.
+template <class T>
+void l2norm_forward(T* y, T* norms, const T* x, const T* temp, int N, int H, int hd, int ld, const RopeRows& rope) {
   const T root = T(std::sqrt(double(hd)));
+  if (rope.table) check_rope(*rope.table, rope.pos0 + rope.T);
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
+    T c[kRopeMaxHalf], sn[kRopeMaxHalf];
+    const int half = rope.table ? rope_row(c, sn, *rope.table, rope.pos0 + i % rope.T, 1.0) : 0;
     for (int h = 0; h < H; ++h) {
       const T* xv = x + size_t(i) * ld + size_t(h) * hd;
       T* yv = y + size_t(i) * ld + size_t(h) * hd;
       T ss = 0;
+#pragma omp simd reduction(+ : ss)
       for (int d = 0; d < hd; ++d) ss += xv[d] * xv[d];
       T n = std::max(std::sqrt(ss), T(1e-12));
       norms[size_t(i) * H + h] = n;
       T s = root * (temp ? temp[h] : T(1)) / n;
+#pragma omp simd
       for (int d = 0; d < hd; ++d) yv[d] = xv[d] * s;
+      if (half) rope_rotate(yv, c, sn, half);
     }
   });
 }
 
 template <class T>
 void l2norm_backward(T* dx, T* dtemp, const T* dy, const T* x, const T* norms, const T* temp, int N, int H, int hd,
-                     int ld) {
+                     int ld, const RopeRows& rope) {
   const T root = T(std::sqrt(double(hd)));
+  if (rope.table) check_rope(*rope.table, rope.pos0 + rope.T);
   // dtemp[h] = sum over rows of root * (g . x / n): reduce per head after the row loop.
   std::vector<T> dt_rows(dtemp ? size_t(N) * H : 0);
+  const int half = rope.table ? rope.table->rot / 2 : 0;
+  ZAYA_CHECK(!half || hd <= 2 * kRopeMaxHalf, "l2norm+RoPE: head dim ", hd, ", at most ", 2 * kRopeMaxHalf);
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
+    T c[kRopeMaxHalf], sn[kRopeMaxHalf], gbuf[2 * kRopeMaxHalf];  // gbuf: one head's dy, rotated back
+    if (half) rope_row(c, sn, *rope.table, rope.pos0 + i % rope.T, -1.0);
     for (int h = 0; h < H; ++h) {
       const T* xv = x + size_t(i) * ld + size_t(h) * hd;
       const T* gv = dy + size_t(i) * ld + size_t(h) * hd;
+      if (half) {  // the rotation is orthogonal: its backward rotates by the opposite angle
+        std::copy_n(gv, hd, gbuf);
+        rope_rotate(gbuf, c, sn, half);
+        gv = gbuf;
+      }
       T* dv = dx + size_t(i) * ld + size_t(h) * hd;
       const T n = norms[size_t(i) * H + h];
       const T tv = temp ? temp[h] : T(1);
       T gx = 0;
+#pragma omp simd reduction(+ : gx)
       for (int d = 0; d < hd; ++d) gx += gv[d] * xv[d];
       gx /= n;  // g . xhat
       // y = root*t * xhat;  dx = root*t/n * (g - (g.xhat) xhat)   (norm clamp ignored: n > 1e-12)
       const T s = root * tv / n;
+#pragma omp simd
       for (int d = 0; d < hd; ++d) dv[d] += s * (gv[d] - gx * xv[d] / n);
       if (dtemp) dt_rows[size_t(i) * H + h] = root * gx;
     }
@@ -195,22 +244,12 @@ void RopeTable::build(int rot_dim, int max_positions, double rope_theta) {
 
 template <class T>
 static void rope_apply(T* x, const RopeTable& rt, int N, int T_, int pos0, int H, int hd, int ld, double sign) {
-  const int half = rt.rot / 2;
-  ZAYA_CHECK(pos0 + T_ <= rt.max_pos, "position ", pos0 + T_, " exceeds the RoPE table (", rt.max_pos, ")");
+  check_rope(rt, pos0 + T_);
   parallel_for(N, [&](int64_t i_) {
     const int i = int(i_);
-    const int pos = pos0 + i % T_;
-    const double* c = &rt.cos_[size_t(pos) * half];
-    const double* s = &rt.sin_[size_t(pos) * half];
-    for (int h = 0; h < H; ++h) {
-      T* v = x + size_t(i) * ld + size_t(h) * hd;
-      for (int j = 0; j < half; ++j) {
-        const T cj = T(c[j]), sj = T(sign * s[j]);
-        const T a = v[j], b = v[j + half];
-        v[j] = a * cj - b * sj;
-        v[j + half] = b * cj + a * sj;
-      }
-    }
+    T c[kRopeMaxHalf], s[kRopeMaxHalf];
+    const int half = rope_row(c, s, rt, pos0 + i % T_, sign);
+    for (int h = 0; h < H; ++h) rope_rotate(x + size_t(i) * ld + size_t(h) * hd, c, s, half);
   });
 }
 
@@ -232,8 +271,9 @@ void rope_backward(T* dx, const RopeTable& rt, int N, int T_, int pos0, int H, i
   template void swiglu_backward<T>(T*, const T*, const T*, int, int, bf16*);                          \
   template void softmax_forward<T>(T*, const T*, int, int);                                    \
   template void softmax_backward<T>(T*, const T*, const T*, int, int);                         \
-  template void l2norm_forward<T>(T*, T*, const T*, const T*, int, int, int, int);             \
-  template void l2norm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int, int, int); \
+  template void l2norm_forward<T>(T*, T*, const T*, const T*, int, int, int, int, const RopeRows&); \
+  template void l2norm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int, int, int,  \
+                                   const RopeRows&);                                                    \
   template void rope_forward<T>(T*, const RopeTable&, int, int, int, int, int, int);           \
   template void rope_backward<T>(T*, const RopeTable&, int, int, int, int, int, int);
 ZAYA_INST(float)

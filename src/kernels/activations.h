@@ -30,23 +30,32 @@ void softmax_forward(T* p, const T* z, int N, int K);
 template <class T>
 void softmax_backward(T* dz, const T* dp, const T* p, int N, int K);
 
-// y = scale_h * x / max(||x||, 1e-12) per head vector of hd values; x [N, H, hd] with row
-// stride ld (elements) for x and y. scale_h = sqrt(hd) * (temp ? temp[h] : 1). norms [N, H] saved.
-template <class T>
-void l2norm_forward(T* y, T* norms, const T* x, const T* temp, int N, int H, int hd, int ld);
-// dx += ..., dtemp += ... (dtemp nullable)
-template <class T>
-void l2norm_backward(T* dx, T* dtemp, const T* dy, const T* x, const T* norms, const T* temp, int N, int H, int hd,
-                     int ld);
-
-// Partial NeoX RoPE, in place, on the first `rot` dims of each head of x [N, H, hd] (row
-// stride ld). Row i has position pos0 + i % T. cos/sin tables [max_pos, rot/2].
+// Partial NeoX RoPE on the first `rot` dims of each head of x [N, H, hd] (row stride ld).
+// cos/sin tables [max_pos, rot/2].
 struct RopeTable {
   int rot = 0, max_pos = 0;
   double theta = 0;
   std::vector<double> cos_, sin_;
   void build(int rot_dim, int max_positions, double rope_theta);
 };
+// Where rows sit: row i has position pos0 + i % T. table == nullptr: no rotation.
+struct RopeRows {
+  const RopeTable* table = nullptr;
+  int T = 1, pos0 = 0;
+};
+
+// y = scale_h * x / max(||x||, 1e-12) per head vector of hd values; x [N, H, hd] with row
+// stride ld (elements) for x and y. scale_h = sqrt(hd) * (temp ? temp[h] : 1). norms [N, H]
+// saved. With rope.table, y is then rotated in the same pass (CCA's q/k: normalise, rotate).
+template <class T>
+void l2norm_forward(T* y, T* norms, const T* x, const T* temp, int N, int H, int hd, int ld, const RopeRows& rope = {});
+// dx += ..., dtemp += ... (dtemp nullable); dy is the gradient of the (rotated, with
+// rope.table) output: it is rotated back per head vector on the way, dy left unchanged.
+template <class T>
+void l2norm_backward(T* dx, T* dtemp, const T* dy, const T* x, const T* norms, const T* temp, int N, int H, int hd,
+                     int ld, const RopeRows& rope = {});
+
+// RoPE alone, in place: rows at positions pos0 + i % T_.
 template <class T>
 void rope_forward(T* x, const RopeTable& rt, int N, int T_, int pos0, int H, int hd, int ld);
 template <class T>

@@ -158,17 +158,18 @@ template <class T>
 void cca_qk_norm_rope(T* qk, T* norms, const T* qk_pre, const T* temp, const RopeTable& rope, const ModelConfig& c,
                       const CcaDims& d, const int* row_pos0) {
   const Dims z(c, d);
-  l2norm_forward(qk, norms, qk_pre, (const T*)nullptr, z.N, z.Hq, z.hd, z.C);
-  l2norm_forward(qk + z.QD, norms + size_t(z.N) * z.Hq, qk_pre + z.QD, temp, z.N, z.Hk, z.hd, z.C);
+  T* norms_k = norms + size_t(z.N) * z.Hq;
   if (!row_pos0) {
-    rope_forward(qk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
-    rope_forward(qk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
+    const RopeRows at{&rope, d.T, d.pos0};
+    l2norm_forward(qk, norms, qk_pre, (const T*)nullptr, z.N, z.Hq, z.hd, z.C, at);
+    l2norm_forward(qk + z.QD, norms_k, qk_pre + z.QD, temp, z.N, z.Hk, z.hd, z.C, at);
     return;
   }
-  for (int b = 0; b < d.B; ++b) {
-    T* qb = qk + size_t(b) * d.T * z.C;
-    rope_forward(qb, rope, d.T, d.T, row_pos0[b], z.Hq, z.hd, z.C);
-    rope_forward(qb + z.QD, rope, d.T, d.T, row_pos0[b], z.Hk, z.hd, z.C);
+  for (int b = 0; b < d.B; ++b) {  // each batch row from its own position
+    const RopeRows at{&rope, d.T, row_pos0[b]};
+    const size_t r = size_t(b) * d.T;
+    l2norm_forward(qk + r * z.C, norms + r * z.Hq, qk_pre + r * z.C, (const T*)nullptr, d.T, z.Hq, z.hd, z.C, at);
+    l2norm_forward(qk + r * z.C + z.QD, norms_k + r * z.Hk, qk_pre + r * z.C + z.QD, temp, d.T, z.Hk, z.hd, z.C, at);
   }
 }
 
@@ -305,14 +306,13 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   // 6. RoPE, 5. normalisation
   zone.reset();
   zone.emplace("l2norm+rope");
-  rope_backward(dqk, rope, z.N, d.T, d.pos0, z.Hq, z.hd, z.C);
-  rope_backward(dqk + z.QD, rope, z.N, d.T, d.pos0, z.Hk, z.hd, z.C);
   T* dpre = k.dqk_pre_NC.data();
   std::memset(dpre, 0, sizeof(T) * k.dqk_pre_NC.size());
   const T* norms = s.norms_NH.data();
-  l2norm_backward(dpre, (T*)nullptr, dqk, s.qk_pre_NC.data(), norms, (const T*)nullptr, z.N, z.Hq, z.hd, z.C);
+  const RopeRows at{&rope, d.T, d.pos0};
+  l2norm_backward(dpre, (T*)nullptr, dqk, s.qk_pre_NC.data(), norms, (const T*)nullptr, z.N, z.Hq, z.hd, z.C, at);
   l2norm_backward(dpre + z.QD, dW + o.temp, dqk + z.QD, s.qk_pre_NC.data() + z.QD, norms + size_t(z.N) * z.Hq,
-                  W + o.temp, z.N, z.Hk, z.hd, z.C);
+                  W + o.temp, z.N, z.Hk, z.hd, z.C, at);
   // 3. q-k mean: the conv output gets the gradient as is; q0/k0 through m.
   zone.reset();
   zone.emplace("conv+qk_mean");
