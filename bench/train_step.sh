@@ -6,10 +6,15 @@
 #   each: zaya fp32 and bf16 (`zaya train-bench`), PyTorch fp32 and bf16 under autocast
 #   (tools/reference/bench_torch.py), 2 untimed warm-up steps, fresh random tokens every step,
 #   median step time; run zaya, torch, torch, zaya (ABBA) so that load drifts hit both alike;
-#   - the GEMM peak of this machine (`zaya bench gemm --peak`, 2 threads) and the CPU flags;
+#   - the GEMM peak of this machine (`zaya bench gemm --peak`, 2 threads) and the CPU flags:
+#     searched once at the start, and again for its precision right before and right after
+#     each zaya run (a VM's speed drifts from minute to minute: one search here read 0.417
+#     TFLOP/s fp32 where the searches beside it read 0.373-0.386);
 #   - ratio 1: zaya's best precision / PyTorch's best; ratio 2: training FLOP/s (FLOP per token
-#     from `zaya size`) / the GEMM peak of the same precision; peak RSS of each zaya run.
-# About 10 minutes on 2 idle cores at the defaults.
+#     from `zaya size`) / the GEMM peak of the same precision measured around the run (the mean
+#     of the searches before and after it; the target is checked against this), also shown
+#     against the highest peak any search of the run read; peak RSS of each zaya run.
+# About 12 minutes on 2 idle cores at the defaults.
 #
 # Usage: bash bench/train_step.sh [build/zaya] [steps]
 # Environment: MEDIUM_STEPS (timed steps of zaya1-medium, default 4), ZAYA_PYTHON (python with
@@ -49,10 +54,16 @@ OMP_NUM_THREADS=$PEAK_THREADS "$ZAYA" bench gemm --peak --threads $PEAK_THREADS 
   >"$OUT/peak.log" 2>&1 || { cat "$OUT/peak.log" >&2; exit 1; }
 grep '^peak ' "$OUT/peak.log" | sed 's/^/#   /'
 
+peak_search() {  # dtype json
+  OMP_NUM_THREADS=$PEAK_THREADS "$ZAYA" bench gemm --peak --dtype "$1" --threads $PEAK_THREADS --peak-json "$2" \
+    >"$2.log" 2>&1 || { cat "$2.log" >&2; exit 1; }
+}
 run_zaya() {  # cfg B T threads steps precision out
+  peak_search "$6" "$7.peak_before"
   OMP_NUM_THREADS=$4 "$ZAYA" train-bench --config "$1" --batch "$2" --seq "$3" --steps "$5" \
     --warmup $WARMUP --precision "$6" --json >"$7.log" 2>&1 || { cat "$7.log" >&2; exit 1; }
   tail -n 1 "$7.log" >"$7"
+  peak_search "$6" "$7.peak_after"
 }
 run_torch() {
   OMP_NUM_THREADS=$4 "$PY" tools/reference/bench_torch.py --config "$1" --batch "$2" --seq "$3" \
@@ -84,10 +95,16 @@ bench_shape() {  # "cfg B T threads..." steps tag
 import json, os, sys
 out, has_bf16, has_amx, elapsed = sys.argv[1], sys.argv[2] == "yes", sys.argv[3] == "yes", int(sys.argv[4])
 peak = json.load(open(os.path.join(out, "peak.json")))
+highest = dict(peak)  # the highest figure any search of the run read, per precision
 runs = {}
 for line in open(os.path.join(out, "runs.txt")):
     tag, cfg, b, t, th, steps, who, prec, f = line.split()
-    runs.setdefault((tag, cfg, int(b), int(t), int(steps)), {}).setdefault(int(th), {})[(who, prec)] = json.load(open(f))
+    d = json.load(open(f))
+    if who == "zaya":  # the searches right before and after this run
+        d["peaks_around"] = [json.load(open(f"{f}.peak_{w}"))[f"{prec}_tflops"] for w in ("before", "after")]
+        highest[f"{prec}_tflops"] = max([highest[f"{prec}_tflops"]] + d["peaks_around"])
+    runs.setdefault((tag, cfg, int(b), int(t), int(steps)), {}).setdefault(int(th), {})[(who, prec)] = d
+around = lambda d: sum(d["peaks_around"]) / 2
 if has_amx:
     r1_target, r1_why, bf16_target, bf16_why = 3.0, "AMX", 0.40, "AMX"
 elif has_bf16:
@@ -96,8 +113,10 @@ else:
     r1_target, r1_why, bf16_target, bf16_why = None, "no AVX512-BF16: no target set", None, "no bf16 units"
 fp32_target = 0.70
 met = lambda v, tgt: "" if tgt is None else ("  [target met]" if v >= tgt else "  [BELOW target]")
-print(f"\nGEMM peak ({2} threads, measured now): fp32 {peak['fp32_tflops']:.4f} TFLOP/s, "
-      f"bf16 {peak['bf16_tflops']:.4f} TFLOP/s")
+print(f"\nGEMM peak (2 threads), the search at the start: fp32 {peak['fp32_tflops']:.4f} TFLOP/s, "
+      f"bf16 {peak['bf16_tflops']:.4f} TFLOP/s; the highest of all searches in the run: fp32 "
+      f"{highest['fp32_tflops']:.4f}, bf16 {highest['bf16_tflops']:.4f}. '% peak': zaya rows against the "
+      f"searches around each run (column 'peak around'), PyTorch rows against the start's.")
 first_torch = None
 for (tag, cfg, B, T, steps), by_th in runs.items():
     size = json.load(open(os.path.join(out, f"size_{tag}.json")))
@@ -105,7 +124,7 @@ for (tag, cfg, B, T, steps), by_th in runs.items():
     print(f"\n== {os.path.basename(cfg)}  B={B} T={T}  {steps} timed steps (median), 2 warm-up, "
           f"training {fpt / 1e6:.1f} MFLOP/token (zaya size)")
     print(f"{'':24s} {'thr':>3s} {'tokens/s':>10s} {'step ms':>9s} {'TFLOP/s':>8s} {'% peak':>7s} "
-          f"{'peak RSS':>9s} {'GEMM %':>7s}")
+          f"{'peak RSS':>9s} {'GEMM %':>7s}  {'peak around (before / after)':>28s}")
     for th, r in sorted(by_th.items()):
         scale = th / 2  # the peak was measured at 2 threads
         for who, prec in (("zaya", "fp32"), ("zaya", "bf16"), ("torch", "fp32"), ("torch", "bf16")):
@@ -115,11 +134,13 @@ for (tag, cfg, B, T, steps), by_th in runs.items():
             tp = d.get("tokens_per_s") or d[f"{prec}_tokens_per_s"]
             step = d.get("step_time_s") or d[f"{prec}_step_s"]
             fl = tp * fpt / 1e12
-            pk = peak[f"{prec}_tflops"] * scale
+            pk = (around(d) if who == "zaya" else peak[f"{prec}_tflops"]) * scale
             rss = f"{d['peak_rss_bytes'] / 2**20:.0f} MiB" if "peak_rss_bytes" in d else ""
             gf = f"{100 * d['gemm_fraction']:.0f}%" if "gemm_fraction" in d else ""
+            pa = f"{around(d):.4f} ({d['peaks_around'][0]:.4f} / {d['peaks_around'][1]:.4f})" if who == "zaya" else ""
             name = f"{who} {prec}" + (" (autocast)" if who == "torch" and prec == "bf16" else "")
-            print(f"{name:24s} {th:3d} {tp:10.1f} {step * 1e3:9.1f} {fl:8.4f} {100 * fl / pk:6.1f}% {rss:>9s} {gf:>7s}")
+            print(f"{name:24s} {th:3d} {tp:10.1f} {step * 1e3:9.1f} {fl:8.4f} {100 * fl / pk:6.1f}% {rss:>9s} {gf:>7s}"
+                  f"  {pa:>28s}")
             if who == "torch" and (first_torch is None or first_torch.get("bf16_gemm") is None):
                 first_torch = d
         zb = max(("fp32", "bf16"), key=lambda p: r[("zaya", p)]["tokens_per_s"])
@@ -131,11 +152,13 @@ for (tag, cfg, B, T, steps), by_th in runs.items():
               + met(ratio, r1_target))
         note = "" if th == 2 else f" (against {scale:.1f} x the 2-thread peak)"
         for prec, tgt, why in (("bf16", bf16_target, bf16_why), ("fp32", fp32_target, "")):
-            fl = r[("zaya", prec)]["tokens_per_s"] * fpt / 1e12
-            frac = fl / (peak[f"{prec}_tflops"] * scale)
+            d = r[("zaya", prec)]
+            fl = d["tokens_per_s"] * fpt / 1e12
+            frac = fl / (around(d) * scale)
             tgt_s = f" (target >= {100 * tgt:.0f}%{', ' + why if why else ''})" if tgt else f" ({why})"
             print(f"  ratio 2, {th} thread{'s' if th > 1 else ''}: zaya {prec} training {fl:.4f} TFLOP/s = "
-                  f"{100 * frac:.1f}% of the {prec} GEMM peak{note}{tgt_s}" + met(frac, tgt))
+                  f"{100 * frac:.1f}% of the {prec} GEMM peak measured around it{note}{tgt_s}" + met(frac, tgt)
+                  + f"; {100 * fl / (highest[f'{prec}_tflops'] * scale):.1f}% of the run's highest")
 if first_torch:
     d = first_torch
     print(f"\nPyTorch {d['torch']}: model {d['model']}; BLAS {d['blas_library']} "
