@@ -170,23 +170,27 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
     std::memset(dy0, 0, sizeof(T) * size_t(s.rows()) * C);
     std::memset(dw1p, 0, sizeof(T) * size_t(K1) * C * hd);
     const int G = C / hd;
-    // dW_k[g] [hd_out, hd_in] += dc_g^T @ y0_g(shifted by k): G * K1 products with their own
-    // outputs, side by side, one thread each (hd x hd x M split over two threads ran slower
-    // than on one: 128 against 108 us at zaya1-small's 64 x 64 x 2055 on AMD Zen 5).
-    auto dw_tap = [&](int i) {
-      const int g = i / K1, k = i % K1;
+    // Tasks with outputs of their own, side by side, one thread each (an hd x hd x M product
+    // split over two threads ran slower than on one: 128 against 108 us at zaya1-small's
+    // 64 x 64 x 2055 on AMD Zen 5, and an M x hd x hd one split by its hd columns worse):
+    //   task g < G: dy0_g(shifted by k) += dc_g @ W_k[g] for k < K1 (the taps overlap in
+    //     dy0: one after another; the groups' columns are disjoint), first as the longest;
+    //   task G + g * K1 + k: dW_k[g] [hd_out, hd_in] += dc_g^T @ y0_g(shifted by k).
+    auto task = [&](int i) {
+      if (i < G) {
+        for (int k = 0; k < K1; ++k)
+          gemm(Trans::N, Trans::N, M, hd, hd, T(1), dout + size_t(i) * hd, C,
+               w1p + (size_t(k) * C + size_t(i) * hd) * hd, hd, T(1), dy0 + size_t(k) * C + size_t(i) * hd, C);
+        return;
+      }
+      const int g = (i - G) / K1, k = (i - G) % K1;
       gemm(Trans::T, Trans::N, hd, hd, M, T(1), dout + size_t(g) * hd, C, y0 + size_t(k) * C + size_t(g) * hd, C,
            T(1), dw1p + (size_t(k) * C + size_t(g) * hd) * hd, hd);
     };
     if constexpr (std::is_same_v<T, float>)
-      gemm_side_by_side(G * K1, 2.0 * hd * hd * M * G * K1, dw_tap);
+      gemm_side_by_side(G + G * K1, 4.0 * hd * hd * M * G * K1, task);
     else
-      for (int i = 0; i < G * K1; ++i) dw_tap(i);
-    // dy0_g(shifted by k) += dc_g @ W_k[g] (a group's taps overlap in dy0: one after another)
-    for (int g = 0; g < G; ++g)
-      for (int k = 0; k < K1; ++k)
-        gemm(Trans::N, Trans::N, M, hd, hd, T(1), dout + size_t(g) * hd, C,
-             w1p + (size_t(k) * C + size_t(g) * hd) * hd, hd, T(1), dy0 + size_t(k) * C + size_t(g) * hd, C);
+      for (int i = 0; i < G + G * K1; ++i) task(i);
     for (int k = 0; k < K1; ++k)
       for (int o = 0; o < C; ++o)
         for (int i = 0; i < hd; ++i) dw1[(size_t(o) * hd + i) * K1 + k] += dw1p[(size_t(k) * C + o) * hd + i];
