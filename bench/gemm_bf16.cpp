@@ -6,10 +6,12 @@
 //
 // Usage: build/bench_gemm_bf16 [--kernel amx|avx512] [--threads N] [--reps R]
 //                              [--shapes MxNxK[@LDA],...] [--beta B] [--attention]
+//                              [--attention-shape B,T,Hq,Hk]
 // (--kernel: ours to compare, default the trainer's bf16 engine; @LDA: A stored with that
 // leading dimension, as the trainer's strided operands are)
 // Default shapes: zaya1-small at B*T = 2048 (projections, experts at ~256 rows, LM head).
-// --attention: one layer of zaya1-small's attention, forward and backward, fp32 against bf16.
+// --attention: one layer of zaya1-small's attention, forward and backward, fp32 against bf16;
+// --attention-shape: another layer's (head dim 64), e.g. zaya1-medium's 2,1024,8,2.
 #include <omp.h>
 
 #include <algorithm>
@@ -64,10 +66,11 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// zaya1-small's attention (B=8, T=256, 4 query heads over 2 KV heads, head dim 64), forward
-// and backward, the fp32 path (per head) against the bf16 one (our bf16 kernel, causal blocks).
-void bench_attention(int reps) {
-  const int B = 8, T = 256, Hq = 4, Hk = 2, hd = 64;
+// One layer's attention, forward and backward, the fp32 path (per head) against the bf16 one
+// (our bf16 kernel, causal blocks). Default zaya1-small's (B=8, T=256, 4 query heads over 2
+// KV heads, head dim 64); --attention-shape B,T,Hq,Hk (zaya1-medium's: 2,1024,8,2).
+void bench_attention(int reps, int B, int T, int Hq, int Hk) {
+  const int hd = 64;
   AttnShape s{B, T, T, 0, Hq, Hk, hd, Hq * hd, Hk * hd, Hk * hd, Hq * hd};
   std::mt19937 rng(2);
   std::normal_distribution<float> nd;
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
   maybe_reexec_for_blas_core(argv);  // OpenBLAS's AVX-512 kernels for the fp32 side, as in zaya
   int threads = omp_get_max_threads(), reps = 20;
   bool attention = false;
+  int ab = 8, at = 256, aq = 4, ak = 2;  // --attention-shape
   std::string kernel;
   float beta = 0.f;  // 1: accumulate into C, as the dW products do
   std::string shapes = "2048x512x512,2048x256x512,2048x128x512,2048x512x256,256x1024x512,256x512x512,2048x8192x512";
@@ -119,12 +123,16 @@ int main(int argc, char** argv) {
       kernel = argv[++i];
     else if (a == "--attention")
       attention = true;
+    else if (a == "--attention-shape" && i + 1 < argc &&
+             std::sscanf(argv[i + 1], "%d,%d,%d,%d", &ab, &at, &aq, &ak) == 4 && ab > 0 && at > 0 && ak > 0 &&
+             aq % ak == 0)
+      attention = true, ++i;
     else if (a == "--beta" && i + 1 < argc)
       beta = float(std::atof(argv[++i]));
     else {
       std::fprintf(stderr,
                    "usage: %s [--kernel amx|avx512] [--threads N] [--reps R] [--shapes MxNxK[@LDA],...] [--beta B] "
-                   "[--attention]\n",
+                   "[--attention] [--attention-shape B,T,Hq,Hk]\n",
                    argv[0]);
       return 2;
     }
@@ -145,7 +153,7 @@ int main(int argc, char** argv) {
   std::printf("# bench_gemm_bf16: kernel %s, %d threads, median of %d calls; %s\n", kernel.c_str(), threads, reps,
               gemm_runtime_info().c_str());
   if (attention) {
-    bench_attention(reps);
+    bench_attention(reps, ab, at, aq, ak);
     return 0;
   }
   const std::string head = kernel + " GFLOP/s";

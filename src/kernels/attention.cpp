@@ -159,6 +159,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
             const T* o = out + ooff + size_t(t0 + t) * lo;
             const T* go = gr + size_t(t) * lo;
             T Dt = 0;
+#pragma omp simd reduction(+ : Dt)  // lanes, not a scalar chain of hd dependent adds
             for (int d = 0; d < s.hd; ++d) Dt += o[d] * go[d];
             const T* pr = Pb + size_t(t) * s.Tk;
             T* dr = dSb + size_t(t) * s.Tk;

@@ -114,6 +114,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
           const float* o = out + ooff + size_t(t) * s.ldo;
           const float* go = dout + ooff + size_t(t) * s.ldo;
           float Dt = 0;
+#pragma omp simd reduction(+ : Dt)  // lanes, not a scalar chain of hd dependent adds
           for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
           for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
           std::fill(pr + seen, pr + n, 0.f);

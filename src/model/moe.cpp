@@ -351,6 +351,7 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
       const size_t q = size_t(i) * K + kk;
       const T* src = rows[q] < 0 ? x + size_t(i) * D : &s.ys_SD[size_t(rows[q]) * D];
       T dot = 0;
+#pragma omp simd reduction(+ : dot)  // lanes, not a scalar chain of D dependent adds
       for (int d = 0; d < D; ++d) dot += gi[d] * src[d];
       k.dgate_NK[q] = dot;
       if (rows[q] >= 0) {
