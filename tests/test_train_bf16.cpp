@@ -138,15 +138,16 @@ TEST(GemmAmx, InPlacePackedKBlocksAndSplitsAgreeWithTheReference) {
 // AVX512-BF16; causal row blocks, keys past the diagonal skipped) against the fp32 path: out,
 // lse and the three input gradients within 1.5% normwise (bf16 operands, fp32 softmax and
 // sums), for local attention with GQA and a row count that is no multiple of the 64-row
-// block, for a context-parallel shard (queries 130.. against 200 gathered keys), and at the
-// demo model's head dim of 32.
+// block, for a context-parallel shard (queries 130.. against 200 gathered keys), at the
+// demo model's head dim of 32, and past 256 keys (the long row blocks, attn_row_block).
 TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
   std::vector<GemmEngine> engines;
   if (amx_bf16_usable()) engines.push_back(GemmEngine::Amx);
   if (gemm_bf16_avx512_usable()) engines.push_back(GemmEngine::Avx512);
   if (engines.empty()) GTEST_SKIP() << "no AMX-BF16 / AVX512-BF16";
   for (GemmEngine engine : engines)
-  for (auto [Tq, Tk, q0, hd] : {std::tuple{150, 150, 0, 64}, std::tuple{70, 200, 130, 64}, std::tuple{100, 100, 0, 32}}) {
+  for (auto [Tq, Tk, q0, hd] : {std::tuple{150, 150, 0, 64}, std::tuple{70, 200, 130, 64}, std::tuple{100, 100, 0, 32},
+                                 std::tuple{300, 300, 0, 64}}) {
     const int B = 2, Hq = 4, Hk = 2;
     const int ldq = Hq * hd + 8, ldk = Hk * hd, ldo = Hq * hd;
     AttnShape s{B, Tq, Tk, q0, Hq, Hk, hd, ldq, ldk, ldk, ldo};

@@ -94,7 +94,7 @@ void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v,
 
 template <class T>
 void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, T* scratch) {
-  const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
+  const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo, rb = attn_row_block(s);
   const T scale = T(1) / std::sqrt(T(s.hd));
   if (s.Tq <= kDirectAttnRows) {
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -114,8 +114,8 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
       const T* kb = k + s.kv_offset(b, g, lk);
       const T* vb = v + s.kv_offset(b, g, lv);
       T* ob = out + size_t(b) * s.Tq * lo + size_t(j) * s.hd;
-      for (int t0 = 0; t0 < s.Tq; t0 += kAttnRowBlock) {
-        const int rows = std::min(kAttnRowBlock, s.Tq - t0), nk = attn_block_keys(s, t0, rows);
+      for (int t0 = 0; t0 < s.Tq; t0 += rb) {
+        const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows);
         T* Sb = S + size_t(t0) * s.Tk;
         gemm_serial(Trans::N, Trans::T, rows, nk, s.hd, scale, qb + size_t(t0) * lq, lq, kb, lk, T(0), Sb, s.Tk);
         scores_to_probs(S, lse + (size_t(b) * s.Hq + j) * s.Tq, false, s, t0, t0 + rows, nk);
@@ -129,7 +129,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
                         const T* v, const AttnShape& s, T* scratch) {
   if constexpr (std::is_same_v<T, float>)
     if (attention_bf16_on()) return attention_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, s);
-  const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo;
+  const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo, rb = attn_row_block(s);
   const T scale = T(1) / std::sqrt(T(s.hd));
   // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -145,8 +145,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
         const size_t qoff = size_t(b) * s.Tq * lq + size_t(j) * s.hd;
         const size_t ooff = size_t(b) * s.Tq * lo + size_t(j) * s.hd;
         T* lse_j = const_cast<T*>(lse) + (size_t(b) * s.Hq + j) * s.Tq;
-        for (int t0 = 0; t0 < s.Tq; t0 += kAttnRowBlock) {
-          const int rows = std::min(kAttnRowBlock, s.Tq - t0), nk = attn_block_keys(s, t0, rows);
+        for (int t0 = 0; t0 < s.Tq; t0 += rb) {
+          const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows);
           T* Pb = P + size_t(t0) * s.Tk;
           T* dSb = dP + size_t(t0) * s.Tk;
           const T* qr = q + qoff + size_t(t0) * lq;

@@ -42,9 +42,15 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
 // times). scratch: G * Tk elements. attention_forward uses it when Tq <= kDirectAttnRows;
 // decode splits the (b, g) pairs over its team.
 constexpr int kDirectAttnRows = 4;
-// Causal row blocks (the BLAS and AMX paths): query rows in blocks of kAttnRowBlock, each
+// Causal row blocks (the BLAS and AMX paths): query rows in blocks of attn_row_block(s), each
 // block's products stopping at the last key one of its rows sees, keys [0, attn_block_keys).
-constexpr int kAttnRowBlock = 64;
+// Smaller blocks skip more of the masked triangle, larger ones make fewer, longer products:
+// 64 rows up to 256 keys, 128 beyond. One layer, 2 threads, AMD Zen 5
+// (`bench_gemm_bf16 --attention-shape`, interleaved): at T = 256, 128-row blocks ran 2-5%
+// slower; at T = 512 backward 3-5% faster (fp32 and bf16); at T = 1024 backward 7% (fp32) and
+// 9% (bf16) faster, forward within 3%; 256-row blocks at T = 1024 5% slower than 128.
+constexpr int kAttnRowBlock = 64, kAttnRowBlockLong = 128;
+inline int attn_row_block(const AttnShape& s) { return s.Tk > 256 ? kAttnRowBlockLong : kAttnRowBlock; }
 inline int attn_block_keys(const AttnShape& s, int t0, int rows) { return std::min(s.Tk, s.q_pos0 + t0 + rows); }
 template <class T>
 void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int g,

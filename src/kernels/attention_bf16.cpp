@@ -33,7 +33,7 @@ struct Scratch {
   void size(const AttnShape& s) {
     q16.resize(size_t(s.Tq) * s.hd), do16.resize(q16.size());
     k16.resize(size_t(s.Tk) * s.hd), v16.resize(k16.size());
-    p.resize(size_t(kAttnRowBlock) * s.Tk), dp.resize(p.size());
+    p.resize(size_t(attn_row_block(s)) * s.Tk), dp.resize(p.size());
     p16.resize(p.size()), ds16.resize(p.size());
   }
 };
@@ -59,15 +59,15 @@ void for_each_group(const float* k, const float* v, const AttnShape& s, F&& f) {
 
 void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
                             const AttnShape& s) {
-  const int G = s.Hq / s.Hk, hd = s.hd;
+  const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
   const GemmEngine e = gemm_resolve(GemmPrecision::BF16);  // Amx or Avx512 (attention_bf16_on)
   for_each_group(k, v, s, [&](int b, int g, Scratch& sc) {
     for (int j = g * G; j < (g + 1) * G; ++j) {
       round_rows(sc.q16.data(), q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd, s.Tq, hd, s.ldq);
       float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
-      for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
-        const int rows = std::min(kAttnRowBlock, s.Tq - r0), n = attn_block_keys(s, r0, rows);
+      for (int r0 = 0; r0 < s.Tq; r0 += rb) {
+        const int rows = std::min(rb, s.Tq - r0), n = attn_block_keys(s, r0, rows);
         float* S = sc.p.data();
         gemm_bf16_kernel(e, Trans::N, Trans::T, rows, n, hd, scale, sc.q16.data() + size_t(r0) * hd, hd,
                          sc.k16.data(), hd, 0.f, S, n);
@@ -87,7 +87,7 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
 
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                              const float* q, const float* k, const float* v, const AttnShape& s) {
-  const int G = s.Hq / s.Hk, hd = s.hd;
+  const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
   const GemmEngine e = gemm_resolve(GemmPrecision::BF16);  // Amx or Avx512 (attention_bf16_on)
   for_each_group(k, v, s, [&](int b, int g, Scratch& sc) {
@@ -98,8 +98,8 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
       round_rows(sc.q16.data(), q + qoff, s.Tq, hd, s.ldq);
       round_rows(sc.do16.data(), dout + ooff, s.Tq, hd, s.ldo);
       const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
-      for (int r0 = 0; r0 < s.Tq; r0 += kAttnRowBlock) {
-        const int rows = std::min(kAttnRowBlock, s.Tq - r0), n = attn_block_keys(s, r0, rows);
+      for (int r0 = 0; r0 < s.Tq; r0 += rb) {
+        const int rows = std::min(rb, s.Tq - r0), n = attn_block_keys(s, r0, rows);
         const bf16* qb = sc.q16.data() + size_t(r0) * hd;
         const bf16* dob = sc.do16.data() + size_t(r0) * hd;
         float *P = sc.p.data(), *dP = sc.dp.data();

@@ -1,6 +1,6 @@
 // Causal attention of training and prefill (attention.h's contract) with its products in
 // bf16 on our bf16 kernels (AMX, gemm_amx.h; else AVX512-BF16, gemm_avx512.h), for bf16 training:
-//   - queries in blocks of kAttnRowBlock rows, each multiplied only against the keys it sees
+//   - queries in blocks of attn_row_block(s) rows, each multiplied only against the keys it sees
 //     (the causal half is skipped, not masked: about half of the products' work);
 //   - Q, K, V and dO rounded to bf16 once per head, the probabilities and dS once per block;
 //     softmax, its statistics (lse) and every sum stay fp32, as in FlashAttention's bf16 mode.
