@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "core/parallel.h"
@@ -140,14 +139,6 @@ void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T*
   }
 }
 
-// bf16 rounding of to_bf16 without its branch, so that the row loops vectorise.
-static inline uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);  // NaN: quiet
-}
-
 // One row of merge_norm_forward. Absent scales read ones and absent biases zeros ((h + 0) * 1
 // is h), so the loop has no branches; HasR: the merge has a residual input.
 template <class T, bool HasR>
@@ -168,7 +159,7 @@ static T merge_norm_row_forward(T* resi, T* __restrict oi, bf16* __restrict o16,
     for (int d = 0; d < D; ++d) {
       const T o = w[d] * (resi[d] * r);
       oi[d] = o;
-      o16[d].bits = bf16_bits(float(o));
+      o16[d] = to_bf16(float(o));
     }
   } else {
 #pragma omp simd
