@@ -9,7 +9,7 @@
 #   - the GEMM peak of this machine (`zaya bench gemm --peak`, 2 threads) and the CPU flags:
 #     searched once at the start, and again for its precision right before and right after
 #     each zaya run (a VM's speed drifts from minute to minute: one search here read 0.417
-#     TFLOP/s fp32 where the searches beside it read 0.373-0.386);
+#     TFLOP/s fp32 where searches minutes later read 0.373-0.391);
 #   - ratio 1: zaya's best precision / PyTorch's best; ratio 2: training FLOP/s (FLOP per token
 #     from `zaya size`) / the GEMM peak of the same precision measured around the run (the mean
 #     of the searches before and after it; the target is checked against this), also shown
