@@ -537,9 +537,10 @@ static OpCase experts_row() {
           },
           [=](const VV& in, const V& g, VV& d) {
             LocalExperts<T> ex(f->range, 2);
-            std::vector<T> x, W, y, gg = cast<T>(g), dx(S * D), dW(f->sp.total);
+            // Overwrite: every gradient this slice holds is written, whatever dW held (NaN).
+            std::vector<T> x, W, y, gg = cast<T>(g), dx(S * D), dW(f->sp.total, std::numeric_limits<T>::quiet_NaN());
             fwd(in, ex, x, W, y);
-            ex.backward(1, counts, x.data(), gg.data(), dx.data(), W.data(), dW.data(), f->o);
+            ex.backward(1, counts, x.data(), gg.data(), dx.data(), W.data(), dW.data(), f->o, GradMode::Overwrite);
             add_to(d[0], dx);
             f->sp.unpack_add(dW, d, 1);
           }};

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/bf16.h"
@@ -348,6 +350,42 @@ TEST(TrainBf16, ActivationCopiesLeaveTheStepBitForBit) {
   size_t differ = 0;
   for (size_t i = 0; i < g_on.size(); ++i) differ += g_on[i] != g_off[i];
   EXPECT_EQ(differ, 0u) << "of " << g_on.size() << " gradient entries";
+}
+
+// GradMode::Overwrite gives the gradients of zero_grads() then Accumulate, bit for bit, over
+// whatever grads held (NaN: an entry no product or zeroing pass wrote shows), and a second
+// micro-batch's Accumulate adds to them alike. zaya1-small: its LM head's weight gradient is
+// large enough to go to OpenBLAS in fp32 (gemm_avx512_suits), the experts' to our kernels; a
+// short batch leaves experts without rows. fp32 and bf16 products.
+TEST(TrainBf16, OverwriteGradsEqualZeroThenAccumulate) {
+  const ModelConfig cfg = load_model_config(ZAYA_SOURCE_DIR "/configs/zaya1-small.toml");
+  const int B = 1, T = 12;
+  std::vector<int32_t> ids(size_t(B) * T + 1);
+  Philox rng(43, 44);
+  for (auto& t : ids) t = int32_t(rng.below(cfg.vocab_size));
+  Model<float> a(cfg), b(cfg);
+  a.init(45), b.init(45);
+  for (GemmPrecision p : {GemmPrecision::F32, GemmPrecision::BF16}) {
+    if (p == GemmPrecision::BF16 && !bf16_gemm_supported()) continue;
+    PrecisionScope scope(p);
+    a.zero_grads();
+    std::fill(b.grads.begin(), b.grads.end(), std::numeric_limits<float>::quiet_NaN());
+    bool some_expert_idle = false;
+    for (int micro = 0; micro < 2; ++micro) {
+      const int32_t* in = ids.data() + micro;  // two different micro-batches
+      a.forward(in, in + 1, B, T - 1);
+      a.backward(0.5f);
+      b.forward(in, in + 1, B, T - 1);
+      b.backward(0.5f, micro == 0 ? GradMode::Overwrite : GradMode::Accumulate);
+      for (const auto& counts : b.class_counts())
+        for (size_t e = 0; e + 1 < counts.size(); ++e) some_expert_idle |= counts[e] == 0;
+      size_t differ = 0;
+      for (size_t i = 0; i < a.grads.size(); ++i)
+        differ += std::memcmp(&a.grads[i], &b.grads[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << dtype_name(p) << " micro-batch " << micro << ", of " << a.grads.size();
+    }
+    EXPECT_TRUE(some_expert_idle) << "the case should leave an expert without rows";
+  }
 }
 
 // The optimizer's fused pass leaves params_bf16 equal to the rounded params, for AdamW and Muon.

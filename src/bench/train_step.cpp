@@ -39,8 +39,7 @@ TrainStepResult measure_train_step(const ModelConfig& cfg, const TrainStepOption
     double t_f = t.seconds();
     {
       ZAYA_PROFILE("backward");
-      m.zero_grads();
-      m.backward();
+      m.backward(1.f, GradMode::Overwrite);  // as the trainer's first micro-batch
     }
     double t_b = t.seconds();
     gemm_stats_enable(false);

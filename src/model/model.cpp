@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -28,6 +30,22 @@ Model<T>::Model(const ModelConfig& cfg, ExpertRange experts) : layout(build_layo
     if (p.sublayer >= 0)
       for (int n = p.sublayer + 1; n < cfg.num_sublayers(); ++n)
         ZAYA_CHECK(p.offset + p.numel <= sub_begin_[size_t(n)], "layout: ", p.name, " overlaps sub-layer ", n);
+  // Written by products under GradMode::Overwrite: the tied embedding (the LM head's dW comes
+  // first in backward, the lookup's scatter adds to it at the end) and the local experts'.
+  std::vector<std::pair<size_t, size_t>> direct{{layout.embed, layout.embed + size_t(cfg.vocab_size) * cfg.hidden_size}};
+  const size_t D = size_t(cfg.hidden_size), F = size_t(cfg.ffn_hidden_size);
+  for (const SublayerOffsets& so : layout.sub)
+    if (!so.attention)
+      for (size_t le = 0; le < so.moe.fc1.size(); ++le)
+        direct.push_back({so.moe.fc1[le], so.moe.fc1[le] + F * D}), direct.push_back({so.moe.fc2[le], so.moe.fc2[le] + D * F / 2});
+  std::sort(direct.begin(), direct.end());
+  size_t at = 0;
+  for (const auto& [b, e] : direct) {
+    ZAYA_CHECK(b >= at && e <= layout.params.total, "layout: gradient span [", b, ", ", e, ") overlaps another");
+    if (b > at) zeroed_on_overwrite_.push_back({at, b});
+    at = e;
+  }
+  if (at < layout.params.total) zeroed_on_overwrite_.push_back({at, layout.params.total});
 }
 
 template <class T>
@@ -94,12 +112,21 @@ Bf16Mirror mirror_of(const std::vector<T>& params, const std::vector<bf16>& p16)
 }
 }  // namespace
 
+namespace {
+// Zeros [b, e) of g for each span, every thread an equal share of each.
+template <class T>
+void zero_spans(T* g, const std::vector<std::pair<size_t, size_t>>& spans) {
+#pragma omp parallel
+  {
+    const size_t t = size_t(omp_get_thread_num()), nt = size_t(omp_get_num_threads());
+    for (const auto& [b, e] : spans) std::fill(g + b + (e - b) * t / nt, g + b + (e - b) * (t + 1) / nt, T(0));
+  }
+}
+}  // namespace
+
 template <class T>
 void Model<T>::zero_grads() {
-  T* g = grads.data();
-  const size_t n = grads.size();
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i) g[i] = T(0);
+  zero_spans(grads.data(), {{0, grads.size()}});
 }
 
 template <class T>
@@ -240,7 +267,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
 }
 
 template <class T>
-void Model<T>::backward(T loss_scale) {
+void Model<T>::backward(T loss_scale, GradMode mode) {
   const ModelConfig& c = cfg();
   const int B = B_, T_ = S_, N = B * T_, D = c.hidden_size, V = c.vocab_size;
   ZAYA_CHECK(N > 0, "backward() needs a forward() first");
@@ -252,6 +279,12 @@ void Model<T>::backward(T loss_scale) {
   // Loss and tied LM head (dlogits overwrite the logits buffer).
   T* dlogits = logits_NV_.data();
   const T scale = count_ ? loss_scale / T(count_) : T(0);
+  const bool overwrite = mode == GradMode::Overwrite;
+  if (overwrite) {
+    ZAYA_PROFILE("zero_grads");
+    zero_spans(dW, zeroed_on_overwrite_);
+  }
+  const T dW_beta = overwrite ? T(0) : T(1);  // of the products that write the direct spans
   {
     ZAYA_PROFILE("lm_head+loss");
     bool done = false;
@@ -267,8 +300,8 @@ void Model<T>::backward(T loss_scale) {
         const bf16* d16 = reinterpret_cast<const bf16*>(dlogits);
         gemm_bf16(Trans::N, Trans::N, N, D, V, 1.f, {nullptr, d16, 2 * V}, {p(layout.embed), nullptr, D}, 0.f,
                   dxf_ND_.data(), D);
-        gemm_bf16(Trans::T, Trans::N, V, D, N, 1.f, {nullptr, d16, 2 * V}, {xf_ND_.data(), nullptr, D}, 1.f,
-                  dW + layout.embed, D);
+        gemm_bf16(Trans::T, Trans::N, V, D, N, 1.f, {nullptr, d16, 2 * V}, {xf_ND_.data(), nullptr, D},
+                  float(dW_beta), dW + layout.embed, D);
         done = true;
       }
     }
@@ -279,7 +312,7 @@ void Model<T>::backward(T loss_scale) {
       }
       ZAYA_PROFILE("lm_head");
       gemm(Trans::N, Trans::N, N, D, V, T(1), dlogits, V, p(layout.embed), D, T(0), dxf_ND_.data(), D);
-      gemm(Trans::T, Trans::N, V, D, N, T(1), dlogits, V, xf_ND_.data(), D, T(1), dW + layout.embed, D);
+      gemm(Trans::T, Trans::N, V, D, N, T(1), dlogits, V, xf_ND_.data(), D, dW_beta, dW + layout.embed, D);
     }
   }
   // Final norm and merge, then each sub-layer's entry: one fused pass (kernels/norm.h).
@@ -310,7 +343,7 @@ void Model<T>::backward(T loss_scale) {
     } else {
       const T* r_prev = moe_index > 0 ? acts_[n - 2].moe.r_NR.data() : nullptr;
       moe_backward(dx, dW, dr_carry_NR_.data(), dout, a.x_ND.data(), r_prev, params.data(), so.moe, c, N,
-                   moe_index, a.moe, moe_scratch_, *experts_, double(loss_scale));
+                   moe_index, a.moe, moe_scratch_, *experts_, double(loss_scale), mode);
       --moe_index;
     }
     ZAYA_PROFILE("res_merge+norm");

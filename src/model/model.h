@@ -59,8 +59,13 @@ class Model {
   ForwardResult forward(const int32_t* inputs, const int32_t* targets, int B, int T_, int pos0 = 0,
                         DecodeState<T>* state = nullptr);
   void init_decode_state(DecodeState<T>& state, int batch, int max_len) const;
-  // Accumulates d(mean loss)/d(params) * loss_scale into grads. Needs a forward with targets.
-  void backward(T loss_scale = T(1));
+  // d(mean loss)/d(params) * loss_scale into grads. Needs a forward with targets.
+  //   - Accumulate: added to grads (zero_grads() first, or earlier micro-batches' sums).
+  //   - Overwrite: replaces grads, with no zeroing pass over them first: the largest
+  //     gradients (the experts' and the tied embedding's, ~90% of zaya1-small's) are written
+  //     by their products directly (beta = 0), only the rest is zeroed. The same numbers as
+  //     zero_grads() then Accumulate, bit for bit.
+  void backward(T loss_scale = T(1), GradMode mode = GradMode::Accumulate);
   void zero_grads();
   // Called during backward() as soon as every gradient at flat offset >= `from` is final
   // (after each sub-layer; the layout puts later sub-layers higher). Data parallelism hangs
@@ -115,6 +120,9 @@ class Model {
   std::unique_ptr<ExpertCompute<T>> experts_;
   std::unique_ptr<SeqShard<T>> shard_;
   std::vector<size_t> sub_begin_;  // lowest parameter offset of each sub-layer (for grads_ready)
+  // Gradient spans not written by a product with beta = 0 under GradMode::Overwrite: [begin,
+  // end) pairs, zeroed before such a backward.
+  std::vector<std::pair<size_t, size_t>> zeroed_on_overwrite_;
   int count_ = 0;
   bool decoded_ = false;
   double aux_coeff_ = 0;

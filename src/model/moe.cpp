@@ -96,8 +96,17 @@ void LocalExperts<T>::forward(int mi, const int64_t* counts, const T* x, T* y, c
 
 template <class T>
 void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const T* dy, T* dx, const T* W, T* dW,
-                               const MoeOffsets& o) {
+                               const MoeOffsets& o, GradMode mode) {
   const int H = F / 2;
+  const bool overwrite = mode == GradMode::Overwrite;
+  const T beta = overwrite ? T(0) : T(1);  // of the weight-gradient products
+  if (overwrite)  // an expert without rows has no product to write its zeros
+    for (int e = range.begin; e < range.end; ++e)
+      if (counts[e] == 0) {
+        const size_t le = size_t(e - range.begin);
+        std::fill_n(dW + o.fc1[le], size_t(F) * D, T(0));
+        std::fill_n(dW + o.fc2[le], size_t(D) * H, T(0));
+      }
   const bool b16 = bf16_only<T>() && a16_SH[size_t(mi)].size() == size_t(rows) * H;
   ZAYA_CHECK(b16 || a_SH[size_t(mi)].size() == size_t(rows) * H,
              "experts: backward in another precision than its forward");
@@ -120,9 +129,10 @@ void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const 
       if (b16) {
         const bf16* a16 = a16_SH[size_t(mi)].data() + row * H;
         bf16* du16 = du16_SF.data() + row * F;
-        gemm_bf16(Trans::T, Trans::N, D, H, n, 1.f, {dye, nullptr, D}, {nullptr, a16, H}, 1.f, dW + o.fc2[le], H);
+        gemm_bf16(Trans::T, Trans::N, D, H, n, 1.f, {dye, nullptr, D}, {nullptr, a16, H}, float(beta), dW + o.fc2[le],
+                  H);
         swiglu_backward((T*)nullptr, da, u, n, F, du16);
-        gemm_bf16(Trans::T, Trans::N, F, D, n, 1.f, {nullptr, du16, F}, {x + row * D, nullptr, D}, 1.f,
+        gemm_bf16(Trans::T, Trans::N, F, D, n, 1.f, {nullptr, du16, F}, {x + row * D, nullptr, D}, float(beta),
                   dW + o.fc1[le], D);
         gemm_bf16(Trans::N, Trans::N, n, D, F, 1.f, {nullptr, du16, F}, {W + o.fc1[le], nullptr, D}, 0.f,
                   dx + row * D, D);
@@ -131,9 +141,9 @@ void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const 
     }
     const T* a = a_SH[mi].data() + row * H;
     T* du = du_SF.data() + row * F;
-    gemm(Trans::T, Trans::N, D, H, n, T(1), dye, D, a, H, T(1), dW + o.fc2[le], H);
+    gemm(Trans::T, Trans::N, D, H, n, T(1), dye, D, a, H, beta, dW + o.fc2[le], H);
     swiglu_backward(du, da, u, n, F);
-    gemm(Trans::T, Trans::N, F, D, n, T(1), du, F, x + row * D, D, T(1), dW + o.fc1[le], D);
+    gemm(Trans::T, Trans::N, F, D, n, T(1), du, F, x + row * D, D, beta, dW + o.fc1[le], D);
     gemm(Trans::N, Trans::N, n, D, F, T(1), du, F, W + o.fc1[le], D, T(0), dx + row * D, D);
   });
 }
@@ -330,7 +340,7 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
 template <class T>
 void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T* r_prev, const T* W,
                   const MoeOffsets& o, const ModelConfig& c, int N, int mi, const MoeSaved<T>& s, MoeScratch<T>& k,
-                  ExpertCompute<T>& experts, double aux_scale) {
+                  ExpertCompute<T>& experts, double aux_scale, GradMode experts_mode) {
   const int D = c.hidden_size, R = c.router_hidden, NC = c.num_classes(), K = c.topk;
   const RouterOffsets& ro = o.router;
   const auto& rows = s.slot_row_NK;
@@ -371,7 +381,8 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
         mirror.emplace(std::initializer_list<Bf16Mirror>{
             {k.dys_SD.data(), k.dys_SD.size(), dys16},
             {s.xs_SD.data(), s.xs_SD.size(), s.xs16_valid ? s.xs16_SD.data() : nullptr}});
-    experts.backward(mi, s.counts_E.data(), s.xs_SD.data(), k.dys_SD.data(), k.dxs_SD.data(), W, dW, o);
+    experts.backward(mi, s.counts_E.data(), s.xs_SD.data(), k.dys_SD.data(), k.dxs_SD.data(), W, dW, o,
+                     experts_mode);
   }
   zone.reset();
   zone.emplace("dispatch+combine");
@@ -447,7 +458,7 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
                                int, int, MoeSaved<T>&, ExpertCompute<T>&);                                        \
   template void moe_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const MoeOffsets&,             \
                                 const ModelConfig&, int, int, const MoeSaved<T>&, MoeScratch<T>&, ExpertCompute<T>&,  \
-                                double);
+                                double, GradMode);
 ZAYA_INST(float)
 ZAYA_INST(double)
 

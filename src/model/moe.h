@@ -22,9 +22,10 @@ struct ExpertCompute {
   // moe_index: which MoE sub-layer (0-based among MoE sub-layers).
   virtual void forward(int moe_index, const int64_t* counts, const T* x_SD, T* y_SD, const T* W,
                        const MoeOffsets& o) = 0;
-  // Writes dx_SD (overwrites); accumulates the expert weight gradients into dW.
+  // Writes dx_SD (overwrites); the expert weight gradients into dW as `mode` says (Overwrite:
+  // every expert this process holds, one without rows gets zeros).
   virtual void backward(int moe_index, const int64_t* counts, const T* x_SD, const T* dy_SD, T* dx_SD, const T* W,
-                        T* dW, const MoeOffsets& o) = 0;
+                        T* dW, const MoeOffsets& o, GradMode mode) = 0;
 };
 
 // Runs every expert in this process: u = x fc1^T; a = silu(u_gate) * u_up; y = a fc2^T.
@@ -44,7 +45,7 @@ struct LocalExperts : ExpertCompute<T> {
   void resize(const ModelConfig& c, int max_rows) override;
   void forward(int moe_index, const int64_t* counts, const T* x, T* y, const T* W, const MoeOffsets& o) override;
   void backward(int moe_index, const int64_t* counts, const T* x, const T* dy, T* dx, const T* W, T* dW,
-                const MoeOffsets& o) override;
+                const MoeOffsets& o, GradMode mode) override;
 };
 
 // Saved per MoE sub-layer, sized once per (B, T).
@@ -143,6 +144,7 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* balan
 template <class T>
 void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T* r_prev, const T* W,
                   const MoeOffsets& o, const ModelConfig& c, int N, int moe_index, const MoeSaved<T>& s,
-                  MoeScratch<T>& k, ExpertCompute<T>& experts, double aux_scale = 1.0);
+                  MoeScratch<T>& k, ExpertCompute<T>& experts, double aux_scale = 1.0,
+                  GradMode experts_mode = GradMode::Accumulate);
 
 }  // namespace zaya

@@ -56,6 +56,10 @@ struct RouterOffsets {
   size_t down_w, down_b, eda_scale = kNone, norm_w, mlp0_w, mlp0_b, mlp2_w, mlp2_b, mlp4_w;
   size_t balancing_bias;  // into the buffer array, num_classes entries
 };
+// How a backward writes the parameter gradients (Model::backward, ExpertCompute::backward):
+// added to what the array holds, or in place of it.
+enum class GradMode { Accumulate, Overwrite };
+
 struct MoeOffsets {
   RouterOffsets router;
   std::vector<size_t> fc1, fc2;  // per local expert

@@ -128,7 +128,7 @@ void EpExperts<T>::forward(int mi, const int64_t* counts, const T* x, T* y, cons
 
 template <class T>
 void EpExperts<T>::backward(int mi, const int64_t* counts, const T* /*x*/, const T* dy, T* dx, const T* W, T* dW,
-                            const MoeOffsets& o) {
+                            const MoeOffsets& o, GradMode mode) {
   Layer& L = layers_[size_t(mi)];
   const size_t P = size_t(comm_.size()), El = size_t(El_);
   for (size_t q = 0; q < P; ++q) {  // the routing must be the forward's
@@ -138,7 +138,7 @@ void EpExperts<T>::backward(int mi, const int64_t* counts, const T* /*x*/, const
                " with counts that differ from its forward");
   }
   dispatch(L, dy, buf_b_.data());
-  L.local.backward(0, L.local_counts.data(), L.xs.data(), buf_b_.data(), buf_c_.data(), W, dW, o);
+  L.local.backward(0, L.local_counts.data(), L.xs.data(), buf_b_.data(), buf_c_.data(), W, dW, o, mode);
   combine(L, buf_c_.data(), dx);
 }
 

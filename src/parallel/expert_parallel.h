@@ -33,7 +33,7 @@ class EpExperts : public ExpertCompute<T> {
   void forward(int moe_index, const int64_t* counts, const T* x_SD, T* y_SD, const T* W,
                const MoeOffsets& o) override;
   void backward(int moe_index, const int64_t* counts, const T* x_SD, const T* dy_SD, T* dx_SD, const T* W, T* dW,
-                const MoeOffsets& o) override;
+                const MoeOffsets& o, GradMode mode) override;
   double comm_seconds = 0;  // time in the all-to-alls (blocking)
 
  private:

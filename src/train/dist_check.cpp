@@ -114,11 +114,11 @@ DistCheckResult run_dist_check(const DistCheckOptions& o, const DistCheckCallbac
     z.stats().clear();
     seams.clear_comm_seconds();
     fill_batch(o, cfg, step, L.data_rank(), B, T, in, tg);
-    m.zero_grads();
     const ForwardResult f = m.forward(in.data(), tg.data(), B, T);
     z.begin(m.grads.data());
     if (o.overlap) m.grads_ready = [&z](size_t from) { z.grads_ready(from); };
-    m.backward(float(f.count / count_all));  // sum over ranks = gradient of the global mean
+    // sum over ranks = gradient of the global mean; written over the last step's (as the trainer)
+    m.backward(float(f.count / count_all), GradMode::Overwrite);
     m.grads_ready = nullptr;
     z.finish();
     bal.clear_counts();

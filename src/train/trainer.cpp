@@ -188,7 +188,7 @@ StepRecord Trainer::train_step() {
     verdict = StepVerdict::Skip;
     if (root_) log_warn("step ", step_ + 1, ": in a skip window; its data is skipped");
   } else {
-    model_->zero_grads();
+    if (micro_steps == 0) model_->zero_grads();  // else the first backward overwrites them
     balancer_->clear_counts();
     double sums[2] = {0, 0};  // loss sum, aux loss sum
     inputs_.resize(size_t(mb) * Tl);
@@ -210,7 +210,7 @@ StepRecord Trainer::train_step() {
       }
       // Gradient of the mean over the whole global batch: each rank weights its micro-batch
       // by its share, so the SUM over ranks is the global gradient.
-      model_->backward(float(f.count / count_all));
+      model_->backward(float(f.count / count_all), k == 0 ? GradMode::Overwrite : GradMode::Accumulate);
       model_->grads_ready = nullptr;
       sums[0] += f.loss_sum;
       sums[1] += f.aux_loss;
