@@ -32,12 +32,14 @@ Model<T>::Model(const ModelConfig& cfg, ExpertRange experts) : layout(build_layo
         ZAYA_CHECK(p.offset + p.numel <= sub_begin_[size_t(n)], "layout: ", p.name, " overlaps sub-layer ", n);
   // Written by products under GradMode::Overwrite: the tied embedding (the LM head's dW comes
   // first in backward, the lookup's scatter adds to it at the end) and the local experts'.
-  std::vector<std::pair<size_t, size_t>> direct{{layout.embed, layout.embed + size_t(cfg.vocab_size) * cfg.hidden_size}};
   const size_t D = size_t(cfg.hidden_size), F = size_t(cfg.ffn_hidden_size);
+  std::vector<std::pair<size_t, size_t>> direct{{layout.embed, layout.embed + size_t(cfg.vocab_size) * D}};
   for (const SublayerOffsets& so : layout.sub)
     if (!so.attention)
-      for (size_t le = 0; le < so.moe.fc1.size(); ++le)
-        direct.push_back({so.moe.fc1[le], so.moe.fc1[le] + F * D}), direct.push_back({so.moe.fc2[le], so.moe.fc2[le] + D * F / 2});
+      for (size_t le = 0; le < so.moe.fc1.size(); ++le) {
+        direct.push_back({so.moe.fc1[le], so.moe.fc1[le] + F * D});
+        direct.push_back({so.moe.fc2[le], so.moe.fc2[le] + D * (F / 2)});
+      }
   std::sort(direct.begin(), direct.end());
   size_t at = 0;
   for (const auto& [b, e] : direct) {
