@@ -31,23 +31,15 @@ Model<T>::Model(const ModelConfig& cfg, ExpertRange experts) : layout(build_layo
       for (int n = p.sublayer + 1; n < cfg.num_sublayers(); ++n)
         ZAYA_CHECK(p.offset + p.numel <= sub_begin_[size_t(n)], "layout: ", p.name, " overlaps sub-layer ", n);
   // Written by products under GradMode::Overwrite: the tied embedding (the LM head's dW comes
-  // first in backward, the lookup's scatter adds to it at the end) and the local experts'.
-  const size_t D = size_t(cfg.hidden_size), F = size_t(cfg.ffn_hidden_size);
-  std::vector<std::pair<size_t, size_t>> direct{{layout.embed, layout.embed + size_t(cfg.vocab_size) * D}};
-  for (const SublayerOffsets& so : layout.sub)
-    if (!so.attention)
-      for (size_t le = 0; le < so.moe.fc1.size(); ++le) {
-        direct.push_back({so.moe.fc1[le], so.moe.fc1[le] + F * D});
-        direct.push_back({so.moe.fc2[le], so.moe.fc2[le] + D * (F / 2)});
-      }
-  std::sort(direct.begin(), direct.end());
-  size_t at = 0;
-  for (const auto& [b, e] : direct) {
-    ZAYA_CHECK(b >= at && e <= layout.params.total, "layout: gradient span [", b, ", ", e, ") overlaps another");
-    if (b > at) zeroed_on_overwrite_.push_back({at, b});
-    at = e;
-  }
-  if (at < layout.params.total) zeroed_on_overwrite_.push_back({at, layout.params.total});
+  // first in backward, the lookup's scatter adds to it at the end) and this process's experts;
+  // every other tensor's span is zeroed first.
+  for (const ParamInfo& p : layout.params.params)
+    if (p.role != ParamRole::Embedding && p.role != ParamRole::ExpertMatrix) {
+      if (!zeroed_on_overwrite_.empty() && zeroed_on_overwrite_.back().second == p.offset)
+        zeroed_on_overwrite_.back().second += p.numel;  // adjacent tensors: one span
+      else
+        zeroed_on_overwrite_.push_back({p.offset, p.offset + p.numel});
+    }
 }
 
 template <class T>
