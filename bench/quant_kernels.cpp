@@ -6,10 +6,15 @@
 // read-only bandwidth of the same buffer measured in the same run; `best ns` (the fastest
 // pass) is the figure to compare kernels by on a shared machine.
 //   bench_quant_kernels [--n N] [--k K] [--gb GB] [--passes P] [--threads 1,2] [--types q8_0,q4_0,q4_k,q6_k,bf16]
+//                       [--small-pages]
+// The weights sit in 2 MB pages, as the decoder's mapped model does (MappedFile::populate);
+// --small-pages leaves them in malloc's pages (4 KB where transparent huge pages are
+// "madvise"), where software prefetch far ahead crosses more TLB entries.
 // --attention CTX[,CTX]: instead, decode attention of ZAYA1-base's shape (8 query heads over
 // 2 KV heads of 128) over bf16 and fp32 caches of CTX positions, on each kernel this CPU has:
 // us per layer and GB/s of cache read, over enough layers' caches to leave the caches.
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -44,18 +49,37 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// `copies` matrices back to back, in 2 MB pages where asked (as the decoder maps a model:
+// MappedFile::populate), else in whatever pages malloc gives (4 KB under THP "madvise").
+struct PageBuffer {
+  uint8_t* p = nullptr;
+  size_t n = 0;
+  PageBuffer() = default;
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+  ~PageBuffer() { std::free(p); }
+  void allocate(size_t bytes, bool huge) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    n = bytes;
+    p = static_cast<uint8_t*>(std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge));
+    if (!p) fail("cannot allocate " + std::to_string(bytes) + " bytes of weights");
+    if (huge) madvise(p, (bytes + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);
+  }
+  uint8_t* data() const { return p; }
+  size_t size() const { return n; }
+};
+
 struct Weights {
   std::string name;
   bool bf16 = false;
   quant::QType t = quant::QType::BF16;
   size_t mat_bytes = 0;
   int copies = 0;
-  std::vector<uint8_t> buf;  // `copies` matrices back to back
+  PageBuffer buf;
   const void* mat(int i) const { return buf.data() + size_t(i) * mat_bytes; }
 };
 
-Weights make_weights(const std::string& type, int N, int K, double gb) {
-  Weights w;
+void make_weights(Weights& w, const std::string& type, int N, int K, double gb, bool huge) {
   w.name = type;
   w.bf16 = type == "bf16";
   if (!w.bf16 && (!quant::qtype_parse(type.c_str(), &w.t) || !quant::qtype_is_quantized(w.t)))
@@ -67,7 +91,7 @@ Weights make_weights(const std::string& type, int N, int K, double gb) {
   const size_t rb = w.bf16 ? size_t(K) * 2 : quant::qtype_row_bytes(w.t, K);
   w.mat_bytes = rb * size_t(N);
   w.copies = std::max(1, int(gb * 1e9 / double(w.mat_bytes)));
-  w.buf.resize(w.mat_bytes * size_t(w.copies));
+  w.buf.allocate(w.mat_bytes * size_t(w.copies), huge);
   for (int n = 0; n < N; ++n) {
     for (auto& v : row) v = float(r.normal()) * 0.02f;
     uint8_t* dst = w.buf.data() + size_t(n) * rb;
@@ -77,7 +101,6 @@ Weights make_weights(const std::string& type, int N, int K, double gb) {
       quant::quantize_row(w.t, row.data(), dst, K);
   }
   for (int c = 1; c < w.copies; ++c) std::memcpy(w.buf.data() + size_t(c) * w.mat_bytes, w.buf.data(), w.mat_bytes);
-  return w;
 }
 
 // Seconds of one pass over every copy.
@@ -158,6 +181,7 @@ int main(int argc, char** argv) {
   try {
     int N = 16384, K = 2048, passes = 7;
     double gb = 1.0;
+    bool huge = true;
     std::string threads_s = "1,2", types_s = "q8_0,q4_0,q4_k,q6_k,bf16", attention_s;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -172,7 +196,8 @@ int main(int argc, char** argv) {
       else if (a == "--threads") threads_s = val();
       else if (a == "--types") types_s = val();
       else if (a == "--attention") attention_s = val();
-      else fail("unknown argument '" + a + "' (--n --k --gb --passes --threads --types --attention)");
+      else if (a == "--small-pages") huge = false;
+      else fail("unknown argument '" + a + "' (--n --k --gb --passes --threads --types --small-pages --attention)");
     }
     if (N <= 0 || K <= 0 || passes <= 0 || gb <= 0) fail("--n, --k, --passes and --gb must be positive");
     std::vector<int> threads;
@@ -186,16 +211,17 @@ int main(int argc, char** argv) {
       attention_bench(ctxs, threads, passes);
       return 0;
     }
-    std::printf("decode products [1, %d] x [%d, %d]^T, %.2f GB of weights per pass, median of %d passes; "
+    std::printf("decode products [1, %d] x [%d, %d]^T, %.2f GB of weights per pass in %s pages, median of %d passes; "
                 "quant kernel %s, bf16 kernel %s\n",
-                K, N, K, gb, passes, linear_quant_kernel(), linear_bf16_kernel());
+                K, N, K, gb, huge ? "2 MB" : "malloc's", passes, linear_quant_kernel(), linear_bf16_kernel());
     std::vector<float> x(static_cast<size_t>(K)), y(static_cast<size_t>(N));
     Philox r(11, 5);
     for (auto& v : x) v = float(r.normal());
     std::printf("%-6s %7s %9s %10s %9s %9s %9s %9s %9s\n", "type", "threads", "B/weight", "GB/s", "ns/256w", "best ns",
                 "triad", "vs triad", "vs read");
     for (const auto& type : split(types_s)) {
-      const Weights w = make_weights(type, N, K, gb);
+      Weights w;
+      make_weights(w, type, N, K, gb, huge);
       const double bytes = double(w.mat_bytes) * w.copies;
       for (int th : threads) {
         const double triad = [&] {

@@ -175,37 +175,47 @@ TEST(QuantBlocks, BadScalesAreFound) {
 // x's int8 quantization: the AVX-512 loop gives the portable loop's bits (levels and scales),
 // ties at .5 rounded to even, zero blocks, a block with a NaN (skipped by the max) and huge
 // values; and the levels are the formula's: round(x * 127 / amax), within -127..127.
+// x's int8 levels per block of 32 (q8_0, q4_0) and 256 (the k-quants' q8_K): the AVX-512 and
+// portable loops give the same bits, levels round x / scale to nearest even and stay in
+// [-127, 127], a zero block has scale 0, a NaN is skipped by the block's max.
 TEST(QuantKernels, ActivationQuantizationSameBitsBothLoops) {
-  const int K = 32 * 9;
-  auto x = gaussian(size_t(K), 77, 3.f);
-  for (int j = 0; j < 32; ++j) x[size_t(32 + j)] = 0.f;                            // block 1: zeros
-  for (int j = 0; j < 32; ++j) x[size_t(64 + j)] = float(j - 16) * 0.5f + 0.25f;   // block 2: ties
-  x[64] = -127.f * 0.5f;  // amax 63.5, scale 0.5: levels 2 x, so x = k / 2 + 1 / 4 is a tie
-  x[100] = std::nanf("");                                                           // block 3: a NaN
-  for (int j = 0; j < 32; ++j) x[size_t(128 + j)] = (j % 2 ? -1.f : 1.f) * 3e37f;   // block 4: huge
-  std::vector<int8_t> qa(static_cast<size_t>(K)), qb(static_cast<size_t>(K));
-  std::vector<float> da(size_t(K / 32)), db(size_t(K / 32));
-  linear_quant_force_portable(false);
-  quantize_activations(x.data(), K, qa.data(), da.data());
-  linear_quant_force_portable(true);
-  quantize_activations(x.data(), K, qb.data(), db.data());
-  linear_quant_force_portable(false);
-  for (int b = 0; b < K / 32; ++b) {
-    ASSERT_EQ(std::memcmp(&da[size_t(b)], &db[size_t(b)], 4), 0) << "block " << b;
-    for (int j = 0; j < 32; ++j) {
-      const size_t k = size_t(32 * b + j);
-      ASSERT_EQ(qa[k], qb[k]) << "block " << b << " j " << j;
-      if (b == 3 && k == 100) continue;
-      const float s = da[size_t(b)];
-      const int want = s > 0 ? int(std::nearbyint(x[k] * (1.f / s))) : 0;
-      EXPECT_EQ(int(qa[k]), std::clamp(want, -127, 127)) << "block " << b << " j " << j;
-      EXPECT_LE(std::abs(int(qa[k])), 127);
+  for (const int B : {32, 256}) {
+    const int K = B * 9;
+    auto x = gaussian(size_t(K), 77, 3.f);
+    for (int j = 0; j < B; ++j) x[size_t(B + j)] = 0.f;                                 // block 1: zeros
+    for (int j = 0; j < B; ++j) x[size_t(2 * B + j)] = float(j % 32 - 16) * 0.5f + 0.25f;  // block 2: ties
+    x[size_t(2 * B)] = -127.f * 0.5f;  // amax 63.5, scale 0.5: levels 2 x, so x = k / 2 + 1 / 4 is a tie
+    x[size_t(3 * B + 4)] = std::nanf("");                                             // block 3: a NaN
+    for (int j = 0; j < B; ++j) x[size_t(4 * B + j)] = (j % 2 ? -1.f : 1.f) * 3e37f;  // block 4: huge
+    std::vector<int8_t> qa(static_cast<size_t>(K)), qb(static_cast<size_t>(K));
+    std::vector<float> da(size_t(K / B)), db(size_t(K / B));
+    linear_quant_force_portable(false);
+    quantize_activations(x.data(), K, B, qa.data(), da.data());
+    linear_quant_force_portable(true);
+    quantize_activations(x.data(), K, B, qb.data(), db.data());
+    linear_quant_force_portable(false);
+    for (int b = 0; b < K / B; ++b) {
+      ASSERT_EQ(std::memcmp(&da[size_t(b)], &db[size_t(b)], 4), 0) << "B " << B << " block " << b;
+      for (int j = 0; j < B; ++j) {
+        const size_t k = size_t(B * b + j);
+        ASSERT_EQ(qa[k], qb[k]) << "B " << B << " block " << b << " j " << j;
+        if (k == size_t(3 * B + 4)) continue;
+        const float s = da[size_t(b)];
+        const int want = s > 0 ? int(std::nearbyint(x[k] * (1.f / s))) : 0;
+        EXPECT_EQ(int(qa[k]), std::clamp(want, -127, 127)) << "B " << B << " block " << b << " j " << j;
+        EXPECT_LE(std::abs(int(qa[k])), 127);
+      }
     }
+    EXPECT_EQ(da[1], 0.f);
+    EXPECT_EQ(da[2], 0.5f);
+    EXPECT_EQ(int(qa[size_t(2 * B + 1)]), -14);  // x -7.25: level -14.5, a tie, to even
+    EXPECT_EQ(int(qa[size_t(2 * B + 3)]), -12);  // x -6.25: -12.5
+    EXPECT_GT(da[3], 0.f);                       // the NaN left out of the max
   }
-  EXPECT_EQ(da[1], 0.f);
-  EXPECT_EQ(da[2], 0.5f);
-  EXPECT_EQ(int(qa[65]), -14);  // x -7.25: level -14.5, a tie, to even
-  EXPECT_EQ(int(qa[67]), -12);  // x -6.25: -12.5
+  EXPECT_EQ(activation_block(QType::Q8_0), 32);
+  EXPECT_EQ(activation_block(QType::Q4_0), 32);
+  EXPECT_EQ(activation_block(QType::Q4_K), 256);
+  EXPECT_EQ(activation_block(QType::Q6_K), 256);
 }
 
 // The decode kernel per type, native and portable, against dequantize-then-dot over the same
@@ -227,14 +237,15 @@ TEST(QuantKernels, MatchDequantizeThenDot) {
       for (int M : {1, 2, 3, 4, 5, 7}) {
         auto x = gaussian(size_t(M) * ldx, 99 + M, 0.5f);
         std::vector<double> ref(size_t(M) * N), mag(size_t(M) * N);
+        const int xb = activation_block(t);
         std::vector<int8_t> xq(static_cast<size_t>(K));
-        std::vector<float> xd(size_t(K / 32));
+        std::vector<float> xd(size_t(K / xb));
         for (int m = 0; m < M; ++m) {
-          quantize_activations(&x[size_t(m) * ldx], K, xq.data(), xd.data());
+          quantize_activations(&x[size_t(m) * ldx], K, xb, xq.data(), xd.data());
           for (int n = 0; n < N; ++n) {
             double s = 0, a = 0;
             for (int k = 0; k < K; ++k) {
-              const double xv = double(xd[size_t(k / 32)]) * xq[size_t(k)];
+              const double xv = double(xd[size_t(k / xb)]) * xq[size_t(k)];
               s += double(wd[size_t(n) * K + k]) * xv;
               a += std::fabs(double(wd[size_t(n) * K + k]) * xv);
             }

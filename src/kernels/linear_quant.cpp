@@ -41,28 +41,27 @@ bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_vn
 // ---------------------------------------------------------------- x to int8
 
 // One row of x to int8 levels in blocks of 32 (scale amax / 127, round to nearest even), with
-// each block's scale times its level sum and, when s16 is given, the same per 16 levels.
-void quantize_sums_portable(const float* x, int K, int8_t* q, float* d, float* dsum, float* s16) {
+// each block's scale times its level sum when dsum is given.
+void quantize_sums_portable(const float* x, int K, int8_t* q, float* d, float* dsum) {
   for (int b = 0; b < K / 32; ++b) {
     const float* xb = x + 32 * b;
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
     const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
     d[b] = s;
-    int sum[2] = {0, 0};
+    int sum = 0;
     for (int j = 0; j < 32; ++j) {
       q[32 * b + j] = int8_t(std::clamp(int(std::nearbyint(xb[j] * is)), -127, 127));
-      sum[j / 16] += q[32 * b + j];
+      sum += q[32 * b + j];
     }
-    if (dsum) dsum[b] = s * float(sum[0] + sum[1]);
-    if (s16) s16[2 * b] = s * float(sum[0]), s16[2 * b + 1] = s * float(sum[1]);
+    if (dsum) dsum[b] = s * float(sum);
   }
 }
 
 // The same values, bit for bit: the same float products, and vcvtps2dq rounds to nearest even
 // as nearbyint does; a NaN lane is skipped by the max as std::max skips it.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_sums_avx512(const float* x, int K, int8_t* q,
-                                                                               float* d, float* dsum, float* s16) {
+                                                                               float* d, float* dsum) {
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   for (int b = 0; b < K / 32; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
@@ -76,43 +75,98 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_sums_avx512(c
     const __m512i i1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vis)), hi), lo);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtsepi32_epi8(i0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtsepi32_epi8(i1));
-    const int s0 = _mm512_reduce_add_epi32(i0), s1 = _mm512_reduce_add_epi32(i1);
-    if (dsum) dsum[b] = s * float(s0 + s1);
-    if (s16) s16[2 * b] = s * float(s0), s16[2 * b + 1] = s * float(s1);
+    if (dsum) dsum[b] = s * float(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1)));
   }
 }
 
-void quantize_activation_sums(const float* x, int K, int8_t* q, float* d, float* dsum, float* s16) {
+void quantize_activation_sums(const float* x, int K, int8_t* q, float* d, float* dsum) {
   if (cpu_avx512() && !g_portable.load(std::memory_order_relaxed))
-    quantize_sums_avx512(x, K, q, d, dsum, s16);
+    quantize_sums_avx512(x, K, q, d, dsum);
   else
-    quantize_sums_portable(x, K, q, d, dsum, s16);
+    quantize_sums_portable(x, K, q, d, dsum);
 }
 
-// x quantized for the integer kernels: per row, levels q[K] and per 32-block the scale d and
-// the scale times the block's level sum (q4_k's mins; q8_0's and q6_k's level offsets), plus
-// what the native kernel of the row's type multiplies by (only that type's arrays are filled):
-//   dpair  q8_0, q4_0: the scales as 16 lanes per pair of blocks (8 lanes each; 0 past the end)
-//   qk, dk q4_k: the levels of each super-block in block order 0 2 1 3 4 6 5 7 (one 64-byte
-//          load of nibbles holds blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its
-//          high ones) and the scales with the high-nibble blocks' divided by 16 (those nibbles
-//          go in unshifted, as 16 q)
-//   d16, s16  q6_k: per 16 levels the scale and the scale times the 16 levels' sum
+// One row of x to int8 levels with one scale per 256 (llama.cpp's q8_K, which its k-quant
+// dot products take: the integer sums of a whole super-block then need one float scale), and
+// the level sums per 16 (int16: |sum| <= 16 * 127).
+void quantize_k_portable(const float* x, int K, int8_t* q, float* d, int16_t* bsum16) {
+  for (int b = 0; b < K / 256; ++b) {
+    const float* xb = x + 256 * b;
+    float amax = 0;
+    for (int j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
+    d[b] = s;
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 16 * g; j < 16 * g + 16; ++j) {
+        q[256 * b + j] = int8_t(std::clamp(int(std::nearbyint(xb[j] * is)), -127, 127));
+        sum += q[256 * b + j];
+      }
+      bsum16[16 * b + g] = int16_t(sum);
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_k_avx512(const float* x, int K, int8_t* q,
+                                                                            float* d, int16_t* bsum16) {
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int b = 0; b < K / 256; ++b) {
+    const float* xb = x + 256 * b;
+    __m512 m = _mm512_setzero_ps();
+    for (int g = 0; g < 16; ++g) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * g)), m);
+    const float amax = _mm512_reduce_max_ps(m);
+    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
+    d[b] = s;
+    const __m512 vis = _mm512_set1_ps(is);
+    for (int g = 0; g < 16; ++g) {
+      const __m512i i = _mm512_max_epi32(
+          _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * g), vis)), hi), lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * b + 16 * g), _mm512_cvtsepi32_epi8(i));
+      bsum16[16 * b + g] = int16_t(_mm512_reduce_add_epi32(i));
+    }
+  }
+}
+
+void quantize_k(const float* x, int K, int8_t* q, float* d, int16_t* bsum16) {
+  if (cpu_avx512() && !g_portable.load(std::memory_order_relaxed))
+    quantize_k_avx512(x, K, q, d, bsum16);
+  else
+    quantize_k_portable(x, K, q, d, bsum16);
+}
+
+// x quantized for the integer kernels, per row. q8_0 and q4_0 (blocks of 32): levels q[K],
+// per block the scale d and the scale times the block's level sum (dsum: q8_0's offset of
+// 128), and for the native kernels dpair, the scales as 16 lanes per pair of blocks (8 lanes
+// each; 0 past the end). q4_k and q6_k (super-blocks of 256): levels q[K] with one scale d per
+// super-block and the level sums per 16 (bs16), and for q4_k's native kernel the levels of
+// each super-block in block order 0 2 1 3 4 6 5 7 (qk: one 64-byte load of nibbles holds
+// blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its high ones) and the sums per 32
+// (bs32).
 struct XQ {
   QType t = QType::Q8_0;
-  int M = 0, K = 0, nb = 0, np = 0;
+  int M = 0, K = 0, nb = 0, np = 0, ns = 0;  // blocks of 32, pairs of them, blocks of the scale d
   std::vector<int8_t> q, qk;
-  std::vector<float> d, dsum, dpair, dk, d16, s16;
+  std::vector<float> d, dsum, dpair;
+  std::vector<int16_t> bs16, bs32;
   void prepare(QType t_, const float* x, int ldx, int M_, int K_, bool native) {
     t = t_, M = M_, K = K_, nb = K / 32, np = (nb + 1) / 2;
+    const bool kq = t == QType::Q4_K || t == QType::Q6_K;
+    ns = kq ? K / 256 : nb;
     q.resize(size_t(M) * K);
-    d.resize(size_t(M) * nb);
-    dsum.resize(size_t(M) * nb);
-    const bool k16 = native && t == QType::Q6_K;
-    if (k16) d16.resize(size_t(M) * nb * 2), s16.resize(size_t(M) * nb * 2);
-    for (int m = 0; m < M; ++m)
-      quantize_activation_sums(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb],
-                               k16 ? &s16[size_t(m) * nb * 2] : nullptr);
+    d.resize(size_t(M) * ns);
+    if (kq) {
+      bs16.resize(size_t(M) * K / 16);
+      for (int m = 0; m < M; ++m)
+        quantize_k(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * ns], &bs16[size_t(m) * K / 16]);
+      if (t == QType::Q4_K) {
+        bs32.resize(size_t(M) * nb);
+        for (size_t b = 0; b < size_t(M) * nb; ++b) bs32[b] = int16_t(bs16[2 * b] + bs16[2 * b + 1]);
+      }
+    } else {
+      dsum.resize(size_t(M) * nb);
+      for (int m = 0; m < M; ++m)
+        quantize_activation_sums(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb]);
+    }
     if (!native) return;
     if (t == QType::Q8_0 || t == QType::Q4_0) {
       dpair.assign(size_t(M) * np * 16, 0.f);
@@ -124,27 +178,19 @@ struct XQ {
     } else if (t == QType::Q4_K) {
       static constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
       qk.resize(size_t(M) * K);
-      dk.resize(size_t(M) * nb);
       for (int m = 0; m < M; ++m)
-        for (int b = 0; b < nb; ++b) {
-          const int sb = b / 8, j = b % 8;
-          std::memcpy(&qk[size_t(m) * K + size_t(sb) * 256 + size_t(j) * 32],
-                      &q[size_t(m) * K + size_t(sb) * 256 + size_t(kOrder[j]) * 32], 32);
-          dk[size_t(m) * nb + b] = d[size_t(m) * nb + b] * (j % 2 ? 1.f / 16 : 1.f);
-        }
-    } else if (t == QType::Q6_K) {
-      for (int m = 0; m < M; ++m)
-        for (int h = 0; h < 2 * nb; ++h) d16[size_t(m) * nb * 2 + h] = d[size_t(m) * nb + h / 2];
+        for (int b = 0; b < nb; ++b)
+          std::memcpy(&qk[size_t(m) * K + size_t(b / 8) * 256 + size_t(b % 8) * 32],
+                      &q[size_t(m) * K + size_t(b / 8) * 256 + size_t(kOrder[b % 8]) * 32], 32);
     }
   }
   const int8_t* qrow(int m) const { return &q[size_t(m) * K]; }
   const int8_t* qkrow(int m) const { return &qk[size_t(m) * K]; }
-  const float* drow(int m) const { return &d[size_t(m) * nb]; }
+  const float* drow(int m) const { return &d[size_t(m) * ns]; }
   const float* dsumrow(int m) const { return &dsum[size_t(m) * nb]; }
   const float* dpairrow(int m) const { return &dpair[size_t(m) * np * 16]; }
-  const float* dkrow(int m) const { return &dk[size_t(m) * nb]; }
-  const float* d16row(int m) const { return &d16[size_t(m) * nb * 2]; }
-  const float* s16row(int m) const { return &s16[size_t(m) * nb * 2]; }
+  const int16_t* bs16row(int m) const { return &bs16[size_t(m) * K / 16]; }
+  const int16_t* bs32row(int m) const { return &bs32[size_t(m) * nb]; }
 };
 
 // ---------------------------------------------------------------- portable
@@ -175,39 +221,42 @@ float row_portable(QType t, const uint8_t* wr, const XQ& xq, int m) {
       }
       break;
     }
-    case QType::Q4_K: {
+    case QType::Q4_K: {  // per super-block: d dx sum_j sc_j (w_j . x_j) - dmin dx sum_j mn_j sum(x_j)
       const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(wr);
-      const float* dsum = xq.dsumrow(m);
-      for (int i = 0; i < xq.nb / 8; ++i) {
-        const float d = from_fp16(b[i].d), dmin = from_fp16(b[i].dmin);
+      const int16_t* bs = xq.bs16row(m);
+      for (int i = 0; i < xq.ns; ++i) {
         for (int c = 0; c < 4; ++c)
           for (int l = 0; l < 32; ++l) lv[64 * c + l] = int8_t(b[i].qs[32 * c + l] & 0xF), lv[64 * c + 32 + l] = int8_t(b[i].qs[32 * c + l] >> 4);
+        int64_t isum = 0, msum = 0;
         for (int j = 0; j < 8; ++j) {
           uint8_t sc, mn;
           quant::q4k_scale_min(j, b[i].scales, &sc, &mn);
-          acc += double(d * sc * dx[8 * i + j]) * dot32(lv + 32 * j, xq8 + 256 * i + 32 * j, 32) -
-                 double(dmin * mn * dsum[8 * i + j]);
+          isum += int64_t(sc) * dot32(lv + 32 * j, xq8 + 256 * i + 32 * j, 32);
+          msum += int64_t(mn) * (bs[16 * i + 2 * j] + bs[16 * i + 2 * j + 1]);
         }
+        acc += double(from_fp16(b[i].d) * dx[i]) * double(isum) - double(from_fp16(b[i].dmin) * dx[i]) * double(msum);
       }
       break;
     }
-    case QType::Q6_K: {
+    case QType::Q6_K: {  // per super-block: d dx sum_s sc_s (w_s . x_s - 32 sum(x_s)), w = level + 32
       const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr);
-      for (int i = 0; i < xq.nb / 8; ++i) {
-        const float d = from_fp16(b[i].d);
+      const int16_t* bs = xq.bs16row(m);
+      for (int i = 0; i < xq.ns; ++i) {
         for (int n = 0; n < 2; ++n) {
           const uint8_t* ql = b[i].ql + 64 * n;
           const uint8_t* qh = b[i].qh + 32 * n;
           int8_t* o = lv + 128 * n;
           for (int l = 0; l < 32; ++l) {
-            o[l] = int8_t(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
-            o[l + 32] = int8_t(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-            o[l + 64] = int8_t(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-            o[l + 96] = int8_t(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            o[l] = int8_t((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+            o[l + 32] = int8_t((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+            o[l + 64] = int8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            o[l + 96] = int8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
           }
         }
-        for (int s = 0; s < 16; ++s)
-          acc += double(d * b[i].scales[s] * dx[8 * i + s / 2]) * dot32(lv + 16 * s, xq8 + 256 * i + 16 * s, 16);
+        int64_t isum = 0;
+        for (int g = 0; g < 16; ++g)
+          isum += int64_t(b[i].scales[g]) * (dot32(lv + 16 * g, xq8 + 256 * i + 16 * g, 16) - 32 * bs[16 * i + g]);
+        acc += double(from_fp16(b[i].d) * dx[i]) * double(isum);
       }
       break;
     }
@@ -381,96 +430,127 @@ ZQ_TARGET void kern_q4_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
   for (int r = 0; r < NR; ++r) pairs_signed<MR>(wr[r], xq.nb, 18, xq, m0, out + r * MR, LoadQ4_0{});
 }
 
-// 256 x levels against a super-block's four unsigned level vectors w (64 each): each
-// vpdpbusd lane (4 products) is scaled by its block's factor, f's element spread to the
-// block's lanes by pidx[v]; two accumulators cover the fma latency.
-ZQ_TARGET inline void dot_256(__m512* acc2, const __m512i* w, const int8_t* xr, const __m512i* pidx, __m512 f) {
-  for (int v = 0; v < 4; ++v) {
-    const __m512i si = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[v], _mm512_loadu_si512(xr + 64 * v));
-    acc2[v & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[v], f), acc2[v & 1]);
+// 256 x levels against a super-block's four vectors of unsigned weight levels (64 each): vpmaddubsw
+// sums pairs of products into 16 bits (|.| <= 2 * 63 * 127, no saturation), vpdpwssd multiplies
+// those by the scale of each 16-bit lane's block (scl) and adds pairs into 32 bits. So a
+// super-block is integer sums up to one float scale, as llama.cpp's k-quant dot products are.
+ZQ_TARGET inline __m512i dot_256_scaled(const __m512i* w, const __m512i* scl, const int8_t* xr) {
+  __m512i s = _mm512_setzero_si512();
+  for (int v = 0; v < 4; ++v)
+    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w[v], _mm512_loadu_si512(xr + 64 * v)), scl[v]);
+  return s;
+}
+
+// vpshufb controls that spread 16-bit scales to the lanes of their blocks: in 128-bit lane L
+// of control c, the 16-bit element pick[c][L] of the same lane, eight times.
+ZQ_TARGET inline void scale_controls(const int (*pick)[4], int n, __m512i* ctl) {
+  alignas(64) uint8_t b[64];
+  for (int c = 0; c < n; ++c) {
+    for (int L = 0; L < 4; ++L)
+      for (int e = 0; e < 8; ++e) b[16 * L + 2 * e] = uint8_t(2 * pick[c][L]), b[16 * L + 2 * e + 1] = uint8_t(2 * pick[c][L] + 1);
+    ctl[c] = _mm512_load_si512(b);
   }
 }
 
-// q4_k: per super-block two 64-byte loads of nibbles; the low nibbles (& 0x0F) and the high
-// ones in place (& 0xF0, 16 q: x's scale for those blocks carries the 1/16) against x laid
-// out in the same block order (XQ::qk). The 6-bit scales and mins are unpacked 4 bytes at a
-// time in scalar code (a free port while the vector units work); scale, min, both fp16 and
-// x's scales combine into one float per block, spread to the lanes of its block by a permute.
+// A q4_k super-block's eight 6-bit scales and eight 6-bit mins (quant::q4k_scale_min), as
+// 16-bit lanes 0-7 and 8-15. The 12 bytes u hold sc0-3 | mn0-3 in the low 6 bits of u[0-3] |
+// u[4-7], and sc4-7 | mn4-7 in the low | high nibbles of u[8-11] with their top 2 bits in the
+// top 2 bits of u[0-3] | u[4-7]. (The 16-byte load reads 4 bytes of the levels after them.)
+ZQ_TARGET inline __m256i q4k_scales_mins(const uint8_t* scales) {
+  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+  // a: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part takes
+  __m128i a = _mm_shuffle_epi8(u, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  a = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  // b: the top 2 bits of u0-3 (for sc4-7) and u4-7 (for mn4-7) at bits 4-5
+  const __m128i b = _mm_shuffle_epi8(u, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
+  return _mm256_cvtepu8_epi16(_mm_or_si128(a, hi));
+}
+
+// q4_k: per super-block two 64-byte loads of nibbles, low (& 0x0F) and high (>> 4) against
+// x laid out in the same block order (XQ::qk), the 6-bit scales and mins unpacked in vector
+// registers (in scalar code they took as many instructions as the products). Per super-block and x
+// row: sum_j sc_j (w_j . x_j) in int32 lanes times d dx, and sum_j mn_j sum(x_j) (vpmaddwd of
+// the mins against x's sums per 32) times dmin dx.
 template <int MR, int NR>
 ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
-  __m512 acc[NR][MR][2];
-  __m256 macc[NR][MR];
+  __m512 acc[NR][MR];
+  __m128 macc[NR][MR];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) acc[r][i][0] = acc[r][i][1] = _mm512_setzero_ps(), macc[r][i] = _mm256_setzero_ps();
-  const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8(char(0xF0));
-  // Lanes of block pair (v): blocks 0|2, 1|3, 4|6, 5|7 (the order of XQ::qk).
-  const __m512i pidx[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
-                           _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
-                           _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
-                           _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
-  for (int s = 0; s < xq.nb / 8; ++s)
+    for (int i = 0; i < MR; ++i) acc[r][i] = _mm512_setzero_ps(), macc[r][i] = _mm_setzero_ps();
+  const __m512i lo4 = _mm512_set1_epi8(0x0F);
+  // Blocks of the 16-bit lanes of w[v] (128-bit lanes 0-1 | 2-3): 0|2, 1|3, 4|6, 5|7.
+  static constexpr int kPick[4][4] = {{0, 0, 2, 2}, {1, 1, 3, 3}, {4, 4, 6, 6}, {5, 5, 7, 7}};
+  __m512i ctl[4];
+  scale_controls(kPick, 4, ctl);
+  for (int s = 0; s < xq.ns; ++s)
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const BlockQ4_K* b = reinterpret_cast<const BlockQ4_K*>(wr[r]) + s;
       prefetch_block<144>(reinterpret_cast<const uint8_t*>(b));
-      uint32_t dd, u[3];
+      int dd;
       std::memcpy(&dd, b, 4);
-      std::memcpy(u, b->scales, 12);
-      const uint64_t sc = uint64_t(u[0] & 0x3f3f3f3fu) |
-                          uint64_t((u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u)) << 32;
-      const uint64_t mn = uint64_t(u[1] & 0x3f3f3f3fu) |
-                          uint64_t(((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u)) << 32;
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(dd)));  // d, dmin
-      const __m256 scd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(sc)))),
-                                       _mm256_broadcastss_ps(dm));
-      const __m256 mnd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(mn)))),
-                                       _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dd));  // d, dmin
+      const __m256i scmn = q4k_scales_mins(b->scales);
+      const __m512i sc16 = _mm512_broadcast_i32x4(_mm256_castsi256_si128(scmn));
+      const __m128i mn16 = _mm256_extracti128_si256(scmn, 1);
       const __m512i v0 = _mm512_loadu_si512(b->qs), v1 = _mm512_loadu_si512(b->qs + 64);
-      const __m512i w[4] = {_mm512_and_si512(v0, lo4), _mm512_and_si512(v0, hi4), _mm512_and_si512(v1, lo4),
-                            _mm512_and_si512(v1, hi4)};
+      const __m512i w[4] = {_mm512_and_si512(v0, lo4), _mm512_and_si512(_mm512_srli_epi16(v0, 4), lo4),
+                            _mm512_and_si512(v1, lo4), _mm512_and_si512(_mm512_srli_epi16(v1, 4), lo4)};
+      const __m512i scl[4] = {_mm512_shuffle_epi8(sc16, ctl[0]), _mm512_shuffle_epi8(sc16, ctl[1]),
+                              _mm512_shuffle_epi8(sc16, ctl[2]), _mm512_shuffle_epi8(sc16, ctl[3])};
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        macc[r][i] = _mm256_fmadd_ps(mnd, _mm256_loadu_ps(xq.dsumrow(m0 + i) + 8 * s), macc[r][i]);
-        const __m512 f = _mm512_castps256_ps512(_mm256_mul_ps(scd, _mm256_loadu_ps(xq.dkrow(m0 + i) + 8 * s)));
-        const int8_t* xr = xq.qkrow(m0 + i) + 256 * s;
-        dot_256(acc[r][i], w, xr, pidx, f);
+        const __m128 f = _mm_mul_ps(dm, _mm_set1_ps(xq.drow(m0 + i)[s]));  // d dx, dmin dx
+        const __m512i isum = dot_256_scaled(w, scl, xq.qkrow(m0 + i) + 256 * s);
+        const __m128i msum =
+            _mm_madd_epi16(mn16, _mm_loadu_si128(reinterpret_cast<const __m128i*>(xq.bs32row(m0 + i) + 8 * s)));
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(f), acc[r][i]);
+        macc[r][i] = _mm_fmadd_ps(_mm_cvtepi32_ps(msum), _mm_shuffle_ps(f, f, 0x55), macc[r][i]);
       }
     }
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i)
-      out[r * MR + i] =
-          _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) - hsum256(macc[r][i]);
+    for (int i = 0; i < MR; ++i) {
+      alignas(16) float m[4];
+      _mm_store_ps(m, macc[r][i]);
+      out[r * MR + i] = _mm512_reduce_add_ps(acc[r][i]) - (m[0] + m[1] + m[2] + m[3]);
+    }
 }
 
 // q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the offset of 32 is
-// taken off per 16 levels as 32 d s d_x sum(x). A 64-byte load of ql holds 128 levels' low
-// (& 0x0F) and high (>> 4) nibbles; the 32 bytes of qh, broadcast to both halves and shifted
-// per half by a 64-bit variable shift, give each byte's two bits at bits 4-5.
+// taken off in the integers, as 32 sum_g sc_g sum(x_g) (vpmaddwd of the scales against x's
+// sums per 16). A 64-byte load of ql holds 128 levels' low (& 0x0F) and high (>> 4) nibbles;
+// the 32 bytes of qh, broadcast to both halves and shifted per half by a 64-bit variable
+// shift, give each byte's two bits at bits 4-5.
 template <int MR, int NR>
 ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
-  __m512 acc[NR][MR][2], oacc[NR][MR];
+  __m512 acc[NR][MR];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) acc[r][i][0] = acc[r][i][1] = oacc[r][i] = _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i) acc[r][i] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   const __m512i shl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), shr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
-  __m512i pidx[4];
-  for (int v = 0; v < 4; ++v)
-    pidx[v] = _mm512_set_epi32(4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 2, 4 * v + 2, 4 * v + 2, 4 * v + 2,
-                               4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v, 4 * v, 4 * v, 4 * v);
-  for (int s = 0; s < xq.nb / 8; ++s)
+  // w[v] holds levels 64v..64v+63, 16 per scale: 128-bit lane L takes scale 4v + L, picked from
+  // scales 0-7 (v = 0, 1) or 8-15 (v = 2, 3) broadcast to every lane.
+  static constexpr int kPick[2][4] = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+  __m512i ctl[2];
+  scale_controls(kPick, 2, ctl);
+  for (int s = 0; s < xq.ns; ++s)
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr[r]) + s;
       prefetch_block<210>(reinterpret_cast<const uint8_t*>(b));
-      const __m512 scd = _mm512_mul_ps(
-          _mm512_set1_ps(h2f(b->d)),
-          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)))));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+      const __m512i slo = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc16));
+      const __m512i shi = _mm512_broadcast_i32x4(_mm256_extracti128_si256(sc16, 1));
+      const __m512i scl[4] = {_mm512_shuffle_epi8(slo, ctl[0]), _mm512_shuffle_epi8(slo, ctl[1]),
+                              _mm512_shuffle_epi8(shi, ctl[0]), _mm512_shuffle_epi8(shi, ctl[1])};
+      const float d = h2f(b->d);
       __m512i w[4];
       for (int n = 0; n < 2; ++n) {
         const __m512i ql = _mm512_loadu_si512(b->ql + 64 * n);
@@ -482,18 +562,17 @@ ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
       }
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        oacc[r][i] = _mm512_fmadd_ps(scd, _mm512_loadu_ps(xq.s16row(m0 + i) + 16 * s), oacc[r][i]);
-        const __m512 f = _mm512_mul_ps(scd, _mm512_loadu_ps(xq.d16row(m0 + i) + 16 * s));
-        const int8_t* xr = xq.qrow(m0 + i) + 256 * s;
-        dot_256(acc[r][i], w, xr, pidx, f);
+        const __m512i isum = dot_256_scaled(w, scl, xq.qrow(m0 + i) + 256 * s);
+        const __m256i osum =
+            _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.bs16row(m0 + i) + 16 * s)));
+        const __m512i tot = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(osum, 5)));
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_set1_ps(d * xq.drow(m0 + i)[s]), acc[r][i]);
       }
     }
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i)
-      out[r * MR + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) -
-                        32.f * _mm512_reduce_add_ps(oacc[r][i]);
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = _mm512_reduce_add_ps(acc[r][i]);
 }
 
 template <int MR, int NR>
@@ -581,8 +660,15 @@ void gemm_tiles(QType t, float* y, int ldy, const float* x, int ldx, const uint8
 
 }  // namespace
 
-void quantize_activations(const float* x, int K, int8_t* q, float* d) {
-  quantize_activation_sums(x, K, q, d, nullptr, nullptr);
+int activation_block(QType t) { return t == QType::Q4_K || t == QType::Q6_K ? 256 : 32; }
+
+void quantize_activations(const float* x, int K, int block, int8_t* q, float* d) {
+  if (block == 256) {
+    std::vector<int16_t> bs(size_t(K / 16));
+    quantize_k(x, K, q, d, bs.data());
+  } else {
+    quantize_activation_sums(x, K, q, d, nullptr);
+  }
 }
 
 const char* linear_quant_kernel() { return use_native() ? "avx512vnni" : "portable"; }

@@ -1,9 +1,10 @@
 // Linear layers over block-quantized weights used in place (quant/blocks.h, memory-mapped
 // GGUF): y[M, N] (+)= x[M, K] W[N, K]^T, W rows of K / block blocks.
-//   Decode (M < 16): x is quantized to int8 in blocks of 32 with an fp32 scale (as llama.cpp
-//   quantizes activations to q8), and each weight block is an integer dot product with the
-//   x block under it, scaled by both scales: AVX-512 VNNI (vpdpbusd) where the CPU has it,
-//   a portable loop with the same integer sums otherwise (chosen at run time).
+//   Decode (M < 16): x is quantized to int8 with an fp32 scale per block, as llama.cpp
+//   quantizes activations: per 32 (q8_0) against q8_0 and q4_0 weights, per 256 (q8_K)
+//   against the k-quants, whose super-block is then one integer sum of sub-block scale times
+//   dot product, scaled once. AVX-512 VNNI (vpdpbusd, vpdpwssd) where the CPU has it, a
+//   portable loop with the same integer sums otherwise (chosen at run time).
 //   Prefill (M >= 16, where the CPU has AVX512-BF16 or AMX): W is dequantized a tile of rows
 //   at a time into bf16 and multiplied on the bf16 GEMM (gemm_bf16_weights: the matrix units).
 #pragma once
@@ -29,8 +30,11 @@ void linear_quant_force_portable(bool on);
 // Tests: M rows from which prefill dequantizes tiles to bf16 (0 disables that path).
 void linear_quant_set_gemm_rows(int rows);
 
-// x as the decode kernels see it: int8 levels q[K] and one fp32 scale per 32 (x ~ d * q).
-// AVX-512 where the CPU has it (and the portable loop is not forced), the same bits either way.
-void quantize_activations(const float* x, int K, int8_t* q, float* d);
+// x as the decode kernels see it: int8 levels q[K] and one fp32 scale per `block` elements
+// (x ~ d * q; block 32 or 256, K a multiple of it; activation_block gives the block a weight
+// type's kernel takes). AVX-512 where the CPU has it (and the portable loop is not forced),
+// the same bits either way.
+int activation_block(quant::QType t);
+void quantize_activations(const float* x, int K, int block, int8_t* q, float* d);
 
 }  // namespace zaya
