@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/bf16.h"
+#include "core/error.h"
 #include "kernels/gemm.h"
 
 namespace zaya {
@@ -40,98 +41,63 @@ bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_vn
 
 // ---------------------------------------------------------------- x to int8
 
-// One row of x to int8 levels in blocks of 32 (scale amax / 127, round to nearest even), with
-// each block's scale times its level sum when dsum is given.
-void quantize_sums_portable(const float* x, int K, int8_t* q, float* d, float* dsum) {
-  for (int b = 0; b < K / 32; ++b) {
-    const float* xb = x + 32 * b;
+// One row of x to int8 levels in blocks of B = 32 (llama.cpp's q8, for q8_0 and q4_0) or 256
+// (its q8_K, which the k-quant dot products take: a super-block's integer sums then need one
+// float scale): scale amax / 127, round to nearest even; where asked, each block's scale times
+// its level sum (dsum) and the level sums per 16 (bsum16, int16: |sum| <= 16 * 127).
+void quantize_blocks_portable(const float* x, int K, int B, int8_t* q, float* d, float* dsum, int16_t* bsum16) {
+  for (int b = 0; b < K / B; ++b) {
+    const float* xb = x + size_t(B) * b;
     float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    for (int j = 0; j < B; ++j) amax = std::max(amax, std::fabs(xb[j]));
     const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
     d[b] = s;
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      q[32 * b + j] = int8_t(std::clamp(int(std::nearbyint(xb[j] * is)), -127, 127));
-      sum += q[32 * b + j];
+    int total = 0;
+    for (int g = 0; g < B / 16; ++g) {
+      int sum = 0;
+      for (int j = 16 * g; j < 16 * g + 16; ++j) {
+        q[size_t(B) * b + j] = int8_t(std::clamp(int(std::nearbyint(xb[j] * is)), -127, 127));
+        sum += q[size_t(B) * b + j];
+      }
+      if (bsum16) bsum16[size_t(B / 16) * b + g] = int16_t(sum);
+      total += sum;
     }
-    if (dsum) dsum[b] = s * float(sum);
+    if (dsum) dsum[b] = s * float(total);
   }
 }
 
 // The same values, bit for bit: the same float products, and vcvtps2dq rounds to nearest even
 // as nearbyint does; a NaN lane is skipped by the max as std::max skips it.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_sums_avx512(const float* x, int K, int8_t* q,
-                                                                               float* d, float* dsum) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_blocks_avx512(const float* x, int K, int B,
+                                                                                 int8_t* q, float* d, float* dsum,
+                                                                                 int16_t* bsum16) {
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-  for (int b = 0; b < K / 32; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
-    __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps());
-    m = _mm512_max_ps(_mm512_abs_ps(v1), m);
-    const float amax = _mm512_reduce_max_ps(m);
-    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
-    d[b] = s;
-    const __m512 vis = _mm512_set1_ps(is);
-    const __m512i i0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vis)), hi), lo);
-    const __m512i i1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vis)), hi), lo);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtsepi32_epi8(i0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtsepi32_epi8(i1));
-    if (dsum) dsum[b] = s * float(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1)));
-  }
-}
-
-void quantize_activation_sums(const float* x, int K, int8_t* q, float* d, float* dsum) {
-  if (cpu_avx512() && !g_portable.load(std::memory_order_relaxed))
-    quantize_sums_avx512(x, K, q, d, dsum);
-  else
-    quantize_sums_portable(x, K, q, d, dsum);
-}
-
-// One row of x to int8 levels with one scale per 256 (llama.cpp's q8_K, which its k-quant
-// dot products take: the integer sums of a whole super-block then need one float scale), and
-// the level sums per 16 (int16: |sum| <= 16 * 127).
-void quantize_k_portable(const float* x, int K, int8_t* q, float* d, int16_t* bsum16) {
-  for (int b = 0; b < K / 256; ++b) {
-    const float* xb = x + 256 * b;
-    float amax = 0;
-    for (int j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
-    d[b] = s;
-    for (int g = 0; g < 16; ++g) {
-      int sum = 0;
-      for (int j = 16 * g; j < 16 * g + 16; ++j) {
-        q[256 * b + j] = int8_t(std::clamp(int(std::nearbyint(xb[j] * is)), -127, 127));
-        sum += q[256 * b + j];
-      }
-      bsum16[16 * b + g] = int16_t(sum);
-    }
-  }
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_k_avx512(const float* x, int K, int8_t* q,
-                                                                            float* d, int16_t* bsum16) {
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-  for (int b = 0; b < K / 256; ++b) {
-    const float* xb = x + 256 * b;
+  for (int b = 0; b < K / B; ++b) {
+    const float* xb = x + size_t(B) * b;
     __m512 m = _mm512_setzero_ps();
-    for (int g = 0; g < 16; ++g) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * g)), m);
+    for (int g = 0; g < B / 16; ++g) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * g)), m);
     const float amax = _mm512_reduce_max_ps(m);
     const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
     d[b] = s;
     const __m512 vis = _mm512_set1_ps(is);
-    for (int g = 0; g < 16; ++g) {
+    int total = 0;
+    for (int g = 0; g < B / 16; ++g) {
       const __m512i i = _mm512_max_epi32(
           _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * g), vis)), hi), lo);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * b + 16 * g), _mm512_cvtsepi32_epi8(i));
-      bsum16[16 * b + g] = int16_t(_mm512_reduce_add_epi32(i));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + size_t(B) * b + 16 * g), _mm512_cvtsepi32_epi8(i));
+      const int sum = _mm512_reduce_add_epi32(i);
+      if (bsum16) bsum16[size_t(B / 16) * b + g] = int16_t(sum);
+      total += sum;
     }
+    if (dsum) dsum[b] = s * float(total);
   }
 }
 
-void quantize_k(const float* x, int K, int8_t* q, float* d, int16_t* bsum16) {
+void quantize_blocks(const float* x, int K, int B, int8_t* q, float* d, float* dsum, int16_t* bsum16) {
   if (cpu_avx512() && !g_portable.load(std::memory_order_relaxed))
-    quantize_k_avx512(x, K, q, d, bsum16);
+    quantize_blocks_avx512(x, K, B, q, d, dsum, bsum16);
   else
-    quantize_k_portable(x, K, q, d, bsum16);
+    quantize_blocks_portable(x, K, B, q, d, dsum, bsum16);
 }
 
 // x quantized for the integer kernels, per row. q8_0 and q4_0 (blocks of 32): levels q[K],
@@ -157,7 +123,8 @@ struct XQ {
     if (kq) {
       bs16.resize(size_t(M) * K / 16);
       for (int m = 0; m < M; ++m)
-        quantize_k(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * ns], &bs16[size_t(m) * K / 16]);
+        quantize_blocks(x + size_t(m) * ldx, K, 256, &q[size_t(m) * K], &d[size_t(m) * ns], nullptr,
+                        &bs16[size_t(m) * K / 16]);
       if (t == QType::Q4_K) {
         bs32.resize(size_t(M) * nb);
         for (size_t b = 0; b < size_t(M) * nb; ++b) bs32[b] = int16_t(bs16[2 * b] + bs16[2 * b + 1]);
@@ -165,7 +132,8 @@ struct XQ {
     } else {
       dsum.resize(size_t(M) * nb);
       for (int m = 0; m < M; ++m)
-        quantize_activation_sums(x + size_t(m) * ldx, K, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb]);
+        quantize_blocks(x + size_t(m) * ldx, K, 32, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb],
+                        nullptr);
     }
     if (!native) return;
     if (t == QType::Q8_0 || t == QType::Q4_0) {
@@ -666,12 +634,9 @@ void gemm_tiles(QType t, float* y, int ldy, const float* x, int ldx, const uint8
 int activation_block(QType t) { return t == QType::Q4_K || t == QType::Q6_K ? 256 : 32; }
 
 void quantize_activations(const float* x, int K, int block, int8_t* q, float* d) {
-  if (block == 256) {
-    std::vector<int16_t> bs(size_t(K / 16));
-    quantize_k(x, K, q, d, bs.data());
-  } else {
-    quantize_activation_sums(x, K, q, d, nullptr);
-  }
+  ZAYA_CHECK((block == 32 || block == 256) && K % block == 0, "quantize_activations: blocks of ", block,
+             " (32 or 256) over ", K, " elements");
+  quantize_blocks(x, K, block, q, d, nullptr, nullptr);
 }
 
 const char* linear_quant_kernel() { return use_native() ? "avx512vnni" : "portable"; }
