@@ -5,7 +5,8 @@
 # run. Rank 1 must be reported as a straggler and rank 0 never: the verdict is on the median
 # compute time of each rank's last 8 steps, which every heartbeat carries down to the last
 # one ("done"), so no poll can miss it. Compute times leave out each rank's run-queue waits
-# (time ready to run while another process had the CPU), and the slowdown is a sleep of 7x
+# (time ready to run while another process had the CPU; outside the collectives, in the
+# proportion the step spent waiting), and the slowdown is a sleep of 7x
 # rank 1's own compute time so measured: 8x against a threshold of 1.5x does not depend on
 # how busy the machine is. About 10 s on 2 cores.
 #   bash tests/ft_mpi.sh <zaya-binary> <build-dir>

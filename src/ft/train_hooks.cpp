@@ -213,11 +213,16 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
     if (rt->inject) rt->inject->after_backward(step, grads, n);
   };
   // A straggler's peers wait for it inside the collectives: step time less communication
-  // time is what tells them apart.
+  // time is what tells them apart. The run-queue waits fall inside the collectives' time as
+  // well as outside it, and which share is not known: the step's time outside them counts at
+  // the fraction of the step the thread was not waiting. (Subtracting every wait from the
+  // time outside the collectives took the waits inside them off twice: on a loaded machine
+  // every rank's compute time came out 0, and a rank 8x slower was not found.)
   auto prev_on_step = hooks.on_step;
   hooks.on_step = [rt, prev_on_step](const StepRecord& r) {
     if (prev_on_step) prev_on_step(r);
-    rt->last_compute_s = std::max(0.0, r.seconds - r.comm_seconds - waited_since(rt->wait_step0));
+    const double running = r.seconds > 0 ? std::clamp(1.0 - waited_since(rt->wait_step0) / r.seconds, 0.0, 1.0) : 1.0;
+    rt->last_compute_s = std::max(0.0, r.seconds - r.comm_seconds) * running;
     rt->window.push(rt->last_compute_s);
     if (rt->hb) rt->hb->set_window(rt->window, r.step);
   };
