@@ -418,7 +418,8 @@ ZQ_TARGET inline void scale_controls(const int (*pick)[4], int n, __m512i* ctl) 
   alignas(64) uint8_t b[64];
   for (int c = 0; c < n; ++c) {
     for (int L = 0; L < 4; ++L)
-      for (int e = 0; e < 8; ++e) b[16 * L + 2 * e] = uint8_t(2 * pick[c][L]), b[16 * L + 2 * e + 1] = uint8_t(2 * pick[c][L] + 1);
+      for (int e = 0; e < 8; ++e)
+        b[16 * L + 2 * e] = uint8_t(2 * pick[c][L]), b[16 * L + 2 * e + 1] = uint8_t(2 * pick[c][L] + 1);
     ctl[c] = _mm512_load_si512(b);
   }
 }
@@ -431,7 +432,8 @@ ZQ_TARGET inline __m256i q4k_scales_mins(const uint8_t* scales) {
   const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
   // a: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part takes
   __m128i a = _mm_shuffle_epi8(u, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  a = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  a = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
   // b: the top 2 bits of u0-3 (for sc4-7) and u4-7 (for mn4-7) at bits 4-5
   const __m128i b = _mm_shuffle_epi8(u, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
   const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
