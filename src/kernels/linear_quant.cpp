@@ -297,10 +297,12 @@ struct LoadQ4_0 {
   }
 };
 
-ZQ_TARGET inline float hsum256(__m256 v) {
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+ZQ_TARGET inline float hsum128(__m128 h) {
   const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+ZQ_TARGET inline float hsum256(__m256 v) {
+  return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
 }
 // Prefetches [p + kPrefetch, p + kPrefetch + bytes) at most 64 bytes apart.
 template <int Bytes>
@@ -412,17 +414,27 @@ ZQ_TARGET inline __m512i dot_256_scaled(const __m512i* w, const __m512i* scl, co
   return s;
 }
 
-// vpshufb controls that spread 16-bit scales to the lanes of their blocks: in 128-bit lane L
-// of control c, the 16-bit element pick[c][L] of the same lane, eight times.
-ZQ_TARGET inline void scale_controls(const int (*pick)[4], int n, __m512i* ctl) {
-  alignas(64) uint8_t b[64];
-  for (int c = 0; c < n; ++c) {
-    for (int L = 0; L < 4; ++L)
-      for (int e = 0; e < 8; ++e)
-        b[16 * L + 2 * e] = uint8_t(2 * pick[c][L]), b[16 * L + 2 * e + 1] = uint8_t(2 * pick[c][L] + 1);
-    ctl[c] = _mm512_load_si512(b);
-  }
+// vpshufb controls that spread 16-bit scales to the lanes of their blocks: in 128-bit lane L,
+// the 16-bit element pick[L] of the same lane, eight times. Built at compile time: a kernel
+// call covers only a few rows, and building them per call cost ~10 instructions per 256 weights.
+struct alignas(64) ScaleControl {
+  uint8_t b[64];
+};
+constexpr ScaleControl scale_control(int p0, int p1, int p2, int p3) {
+  ScaleControl c{};
+  const int pick[4] = {p0, p1, p2, p3};
+  for (int L = 0; L < 4; ++L)
+    for (int e = 0; e < 8; ++e)
+      c.b[16 * L + 2 * e] = uint8_t(2 * pick[L]), c.b[16 * L + 2 * e + 1] = uint8_t(2 * pick[L] + 1);
+  return c;
 }
+// q4_k: the blocks of w[v]'s 16-bit lanes (128-bit lanes 0-1 | 2-3) are 0|2, 1|3, 4|6, 5|7.
+constexpr ScaleControl kQ4kControl[4] = {scale_control(0, 0, 2, 2), scale_control(1, 1, 3, 3),
+                                         scale_control(4, 4, 6, 6), scale_control(5, 5, 7, 7)};
+// q6_k: w[v] holds levels 64v..64v+63, 16 per scale: its 128-bit lane L takes scale 4v + L,
+// from scales 0-7 (v = 0, 1) or 8-15 (v = 2, 3) broadcast to every lane.
+constexpr ScaleControl kQ6kControl[2] = {scale_control(0, 1, 2, 3), scale_control(4, 5, 6, 7)};
+ZQ_TARGET inline __m512i load_control(const ScaleControl& c) { return _mm512_load_si512(c.b); }
 
 // A q4_k super-block's eight 6-bit scales and eight 6-bit mins (quant::q4k_scale_min), as
 // 16-bit lanes 0-7 and 8-15. The 12 bytes u hold sc0-3 | mn0-3 in the low 6 bits of u[0-3] |
@@ -454,10 +466,8 @@ ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) acc[r][i] = _mm512_setzero_ps(), macc[r][i] = _mm_setzero_ps();
   const __m512i lo4 = _mm512_set1_epi8(0x0F);
-  // Blocks of the 16-bit lanes of w[v] (128-bit lanes 0-1 | 2-3): 0|2, 1|3, 4|6, 5|7.
-  static constexpr int kPick[4][4] = {{0, 0, 2, 2}, {1, 1, 3, 3}, {4, 4, 6, 6}, {5, 5, 7, 7}};
-  __m512i ctl[4];
-  scale_controls(kPick, 4, ctl);
+  const __m512i ctl[4] = {load_control(kQ4kControl[0]), load_control(kQ4kControl[1]), load_control(kQ4kControl[2]),
+                          load_control(kQ4kControl[3])};
   for (int s = 0; s < xq.ns; ++s)
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
@@ -487,11 +497,7 @@ ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) {
-      alignas(16) float m[4];
-      _mm_store_ps(m, macc[r][i]);
-      out[r * MR + i] = _mm512_reduce_add_ps(acc[r][i]) - (m[0] + m[1] + m[2] + m[3]);
-    }
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = _mm512_reduce_add_ps(acc[r][i]) - hsum128(macc[r][i]);
 }
 
 // q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the offset of 32 is
@@ -508,11 +514,7 @@ ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
     for (int i = 0; i < MR; ++i) acc[r][i] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   const __m512i shl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), shr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
-  // w[v] holds levels 64v..64v+63, 16 per scale: 128-bit lane L takes scale 4v + L, picked from
-  // scales 0-7 (v = 0, 1) or 8-15 (v = 2, 3) broadcast to every lane.
-  static constexpr int kPick[2][4] = {{0, 1, 2, 3}, {4, 5, 6, 7}};
-  __m512i ctl[2];
-  scale_controls(kPick, 2, ctl);
+  const __m512i ctl[2] = {load_control(kQ6kControl[0]), load_control(kQ6kControl[1])};
   for (int s = 0; s < xq.ns; ++s)
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
