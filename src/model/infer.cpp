@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -17,7 +16,6 @@
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_quant.h"
 #include "kernels/norm.h"
-#include "kernels/team_rows.h"
 #include "model/cca.h"
 #include "model/moe.h"
 
@@ -36,23 +34,21 @@ void Linear::apply(float* y, int ldy, const float* x, int ldx, int M, float beta
     gemm(Trans::N, Trans::T, M, N, K, 1.f, x, ldx, static_cast<const float*>(w), K, beta, y, ldy);
 }
 
-size_t Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta, const float* cuts) const {
+void Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta) const {
   if (dtype == WeightDType::BF16) {
-    linear_bf16_team(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta, cuts);
-    if (M > linear_bf16_team_cut_rows()) return 0;
-  } else if (dtype != WeightDType::F32) {
-    linear_quant_team(weight_qtype(dtype), y, ldy, x, ldx, w, M, N, K, beta, cuts);
-  } else {
-    // fp32: each thread an even slice of W's rows (BLAS runs single-threaded inside a
-    // region; it need not sum a column the same way in slices of other widths).
-    const RowRange r = team_rows(N, nullptr);
-    if (r.n1 > r.n0)
-      gemm(Trans::N, Trans::T, M, r.n1 - r.n0, K, 1.f, x, ldx, static_cast<const float*>(w) + size_t(r.n0) * K, K,
-           beta, y + r.n0, ldy);
-    return 0;
+    linear_bf16_team(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta);
+    return;
   }
-  const RowRange r = team_rows(N, cuts);
-  return size_t(r.n1 - r.n0) * row_bytes();
+  if (dtype != WeightDType::F32) {
+    linear_quant_team(weight_qtype(dtype), y, ldy, x, ldx, w, M, N, K, beta);
+    return;
+  }
+  // fp32: each thread one slice of W's rows (BLAS runs single-threaded inside a region).
+  const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  const int n0 = int(int64_t(N) * t / nt), n1 = int(int64_t(N) * (t + 1) / nt);
+  if (n1 > n0)
+    gemm(Trans::N, Trans::T, M, n1 - n0, K, 1.f, x, ldx, static_cast<const float*>(w) + size_t(n0) * K, K, beta,
+         y + n0, ldy);
 }
 
 // ---------------------------------------------------------------- model
@@ -173,10 +169,7 @@ void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int l
   if (M <= 0) return;
   count_read(l);
   if (!team_) return l.apply(y, ldy, x, ldx, M, beta);
-  const auto t0 = std::chrono::steady_clock::now();
-  if (const size_t b = l.apply_team(y, ldy, x, ldx, M, beta, balance_.cuts()))
-    balance_.add(omp_get_thread_num(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                 double(b));
+  l.apply_team(y, ldy, x, ldx, M, beta);
   if (sync) {
 #pragma omp barrier
   }
@@ -409,11 +402,9 @@ template <class F>
 void InferDecoder::run_rows(int rows, F&& f) {
   if (rows <= kTeamRows && omp_get_max_threads() > 1) {
     team_ = true;
-    balance_.start(omp_get_max_threads());
 #pragma omp parallel
     f();
     team_ = false;
-    balance_.update();
   } else {
     f();
   }

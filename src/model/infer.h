@@ -20,7 +20,6 @@
 #include "core/bf16.h"
 #include "kernels/attention.h"
 #include "model/model.h"
-#include "model/team_balance.h"
 #include "model/weights.h"
 
 namespace zaya {
@@ -36,11 +35,8 @@ struct Linear {
   void row(int r, float* out) const;
   void apply(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
   // Inside a running OpenMP region, called by every thread: each computes a share of the
-  // output rows (kernels/linear_bf16.h, linear_bf16_team). No barrier at the end. Returns the
-  // bytes of W this thread read when its share followed `cuts` (kernels/team_rows.h), 0 when
-  // the product shares its rows its own way (fp32; bf16 over more than a few rows of x).
-  size_t apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f,
-                    const float* cuts = nullptr) const;
+  // output rows (kernels/linear_bf16.h, linear_bf16_team). No barrier at the end.
+  void apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
 };
 
 // The weights of a model as views, plus fp32 copies of the small vectors (norms, biases,
@@ -121,8 +117,6 @@ class InferDecoder {
   int pos() const { return state_.len; }  // the position of every row (rows apart: the furthest)
   int pos(int row) const { return row_len_[size_t(row)]; }
   int batch() const { return batch_; }
-  // How the decode team shares each product's rows (model/team_balance.h); tests fix them.
-  TeamBalance& team_balance() { return balance_; }
   // Weight bytes the last feed() read (each matrix counted once, whatever the batch).
   uint64_t last_weight_bytes() const { return bytes_; }
 
@@ -163,7 +157,6 @@ class InferDecoder {
 
   static constexpr int kTeamRows = 32;
   bool team_ = false;
-  TeamBalance balance_;  // the team's share of each product's rows
 
   const InferModel& m_;
   int batch_, max_len_, cap_ = 0;
