@@ -178,12 +178,66 @@ TEST(QuantInfer, CloseToBf16Model) {
   }
 }
 
+// The decode profile (zaya generate --profile) counts the steps a team ran, the LM head's
+// bytes in its own zone, the layers' products' bytes in theirs, and the work thread 0 does
+// alone; an fp32 decoder on one thread has no team and counts nothing.
+TEST(QuantInfer, DecodeProfileCountsTheTeamSteps) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  InferModel m(load_model_config(dirs().q8), open_hf_weights(dirs().q8));
+  const auto t = ids(10, 9);
+  InferDecoder d(m, 1, int(t.size()), KvCacheDType::BF16);
+  d.feed(t.data(), 4);  // the prompt, before the profile
+  DecodeProfile p;
+  d.set_profile(&p);
+  for (size_t i = 4; i < t.size(); ++i) d.feed(&t[i], 1);
+  ASSERT_EQ(p.tokens(), int(t.size()) - 4);
+  const double head_bytes = double(m.embed.bytes());
+  double body_bytes = 0;  // the team's products: every matrix but the router MLP and the conv
+  for (const InferModel::Sublayer& s : m.sub)
+    if (s.attention) {
+      for (const Linear* l : {&s.a.q, &s.a.k, &s.a.v1, &s.a.v2, &s.a.o}) body_bytes += double(l->bytes());
+    } else {
+      body_bytes += double(s.m.down.bytes());
+    }
+  double head_s = 0, body_s = 0, got_body = 0, got_head = 0;
+  for (int th = 0; th < 2; ++th) {
+    head_s += p.ms(th, DecodeProfile::kHead);
+    body_s += p.ms(th, DecodeProfile::kProducts);
+    got_head += p.gbs(th, DecodeProfile::kHead) * p.ms(th, DecodeProfile::kHead) * 1e6;  // bytes per token
+    got_body += p.gbs(th, DecodeProfile::kProducts) * p.ms(th, DecodeProfile::kProducts) * 1e6;
+  }
+  EXPECT_GT(head_s, 0);
+  EXPECT_GT(body_s, 0);
+  EXPECT_NEAR(got_head, head_bytes, 1e-6 * head_bytes);
+  // The routed experts' bytes vary by token (none where the skip class wins): at least the
+  // fixed matrices, at most all experts.
+  double experts = 0;
+  for (const InferModel::Sublayer& s : m.sub)
+    for (size_t e = 0; e < s.m.fc1.size(); ++e) experts += double(s.m.fc1[e].bytes() + s.m.fc2[e].bytes());
+  EXPECT_GE(got_body, body_bytes * (1 - 1e-9));
+  EXPECT_LE(got_body, (body_bytes + experts) * (1 + 1e-9));
+  EXPECT_GT(p.ms(0, DecodeProfile::kSerial), 0);  // norms, CCA's steps, the router: thread 0
+  EXPECT_EQ(p.ms(1, DecodeProfile::kSerial), 0);
+  EXPECT_NE(p.table().find("LM head"), std::string::npos) << p.table();
+  omp_set_num_threads(1);  // one thread: no team, nothing counted
+  DecodeProfile q;
+  InferDecoder d1(m, 1, int(t.size()), KvCacheDType::BF16);
+  d1.set_profile(&q);
+  d1.feed(t.data(), 3);
+  EXPECT_EQ(q.tokens(), 0);
+  omp_set_num_threads(saved);
+}
+
 TEST(QuantInfer, GenerateRunsQuantizedDirectory) {
   int st = 0;
   const std::string out = test_util::command_output(
-      std::string(ZAYA_BIN) + " generate --ckpt " + dirs().q4k + " --prompt hi --max-tokens 5 --temperature 0 2>&1", &st);
+      "OMP_NUM_THREADS=2 " + std::string(ZAYA_BIN) + " generate --ckpt " + dirs().q4k +
+          " --prompt hi --max-tokens 5 --temperature 0 --profile 2>&1",
+      &st);
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("generated"), std::string::npos) << out;
+  EXPECT_NE(out.find("decode step, ms per token over 4 tokens"), std::string::npos) << out;
   const std::string bad = test_util::command_output(
       std::string(ZAYA_BIN) + " generate --ckpt " + dirs().q4k + " --prompt hi --fp32 2>&1", &st);
   EXPECT_NE(st, 0);

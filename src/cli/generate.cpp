@@ -32,6 +32,7 @@ struct GenArgs {
   bool no_prefix = false;
   bool fp32 = false;  // HF bf16 weights: load an fp32 copy instead of using them in place
   std::string kv = "bf16";  // the in-place decoder's KV cache
+  bool profile = false;     // where the decode steps go, per thread (in-place decoder, 2+ threads)
 };
 
 // Temperature, then top-k, then top-p (nucleus) over the survivors; temperature 0: argmax.
@@ -116,6 +117,8 @@ void run(const GenArgs& a) {
   zaya::Timer timer;
   const float* logits = feed(ids.data(), int(ids.size()));
   const double prompt_s = timer.seconds();
+  zaya::DecodeProfile prof;
+  if (a.profile && dec16) dec16->set_profile(&prof);  // the steps after the prompt
   std::vector<int32_t> shown(ids.begin() + long(first), ids.end());
   std::string printed = tok->decode(shown);
   std::printf("%s", printed.c_str());
@@ -144,6 +147,14 @@ void run(const GenArgs& a) {
   std::fprintf(stderr, "[prompt %zu tokens in %.2f s (%.1f tokens/s); generated %d tokens in %.2f s (%.1f tokens/s)]\n",
                ids.size(), prompt_s, double(ids.size()) / std::max(prompt_s, 1e-9), generated, gen_s,
                generated / std::max(gen_s, 1e-9));
+  if (a.profile) {
+    if (!dec16)
+      std::fprintf(stderr, "--profile: the fp32 decoder (--fp32 or a training checkpoint) is not profiled\n");
+    else if (prof.tokens() == 0)
+      std::fprintf(stderr, "--profile: no decode step ran as a team (one thread, or no step after the prompt)\n");
+    else
+      std::fprintf(stderr, "%s", prof.table().c_str());
+  }
 }
 
 }  // namespace
@@ -174,5 +185,8 @@ ZAYA_COMMAND("generate", "Sample text from a checkpoint (temperature, top-k, top
                app.add_option("--kv", a->kv, "KV cache of the in-place decoder: bf16 (half the bytes) or fp32 (checks)")
                    ->capture_default_str()
                    ->check(CLI::IsMember({"bf16", "fp32"}));
+               app.add_flag("--profile", a->profile,
+                            "print where the decode steps go per thread: products and their GB/s, the LM head, "
+                            "one thread's work, waits");
                app.callback([a] { run(*a); });
              });

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -165,20 +166,38 @@ void InferDecoder::reset() {
   }
 }
 
+namespace {
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+void InferDecoder::profiled(DecodeProfile::Zone z, double t0) const {
+  if (profile_) profile_->add(omp_get_thread_num(), z, now() - t0);
+}
+
 void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta, bool sync) {
   if (M <= 0) return;
   count_read(l);
   if (!team_) return l.apply(y, ldy, x, ldx, M, beta);
+  const double t0 = profile_ ? now() : 0;
   l.apply_team(y, ldy, x, ldx, M, beta);
-  if (sync) {
-#pragma omp barrier
+  if (profile_) {  // (each thread's share of the rows: an even cut, kernels/linear_quant.h)
+    const int th = omp_get_thread_num();
+    const DecodeProfile::Zone z = &l == &m_.embed ? DecodeProfile::kHead : DecodeProfile::kProducts;
+    profile_->add(th, z, now() - t0);
+    profile_->add_bytes(th, z, double(l.bytes()) / omp_get_num_threads());
   }
+  if (sync) barrier();
 }
 
 void InferDecoder::barrier() {
-  if (team_) {
+  if (!team_) return;
+  const double t0 = profile_ ? now() : 0;
+  if (omp_get_num_threads() == sync_.size()) {
+    sync_.wait(omp_get_thread_num());
+  } else {  // a team smaller than asked for
 #pragma omp barrier
   }
+  profiled(DecodeProfile::kWait, t0);
 }
 
 template <class F>
@@ -187,8 +206,12 @@ void InferDecoder::serial(F&& f) {
     f();
     return;
   }
-#pragma omp single
-  f();
+  if (omp_get_thread_num() == 0) {
+    const double t0 = profile_ ? now() : 0;
+    f();
+    profiled(DecodeProfile::kSerial, t0);
+  }
+  barrier();
 }
 
 void InferDecoder::reserve(int rows) {
@@ -308,9 +331,11 @@ void InferDecoder::split(int count, F&& f) {
     for (int i = 0; i < count; ++i) f(i);
     return;
   }
+  const double t0 = profile_ ? now() : 0;
 #pragma omp for schedule(static) nowait
   for (int i = 0; i < count; ++i) f(i);
-#pragma omp barrier
+  profiled(DecodeProfile::kSplit, t0);
+  barrier();
 }
 
 // Between the products: the conv's bias, q-k mean, L2 norms, RoPE, the cache append. Rows at
@@ -402,9 +427,13 @@ template <class F>
 void InferDecoder::run_rows(int rows, F&& f) {
   if (rows <= kTeamRows && omp_get_max_threads() > 1) {
     team_ = true;
-#pragma omp parallel
+    const int nt = omp_get_max_threads();
+    if (sync_.size() != nt) sync_.reset(nt);
+    if (profile_) profile_->start(nt);
+#pragma omp parallel num_threads(nt)
     f();
     team_ = false;
+    if (profile_) profile_->end_token();
   } else {
     f();
   }

@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/spin_barrier.h"
 #include "kernels/attention.h"
+#include "model/decode_profile.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -117,6 +119,8 @@ class InferDecoder {
   int pos() const { return state_.len; }  // the position of every row (rows apart: the furthest)
   int pos(int row) const { return row_len_[size_t(row)]; }
   int batch() const { return batch_; }
+  // Decode steps (team mode) add where their time goes to *p (nullptr: no timing).
+  void set_profile(DecodeProfile* p) { profile_ = p; }
   // Weight bytes the last feed() read (each matrix counted once, whatever the batch).
   uint64_t last_weight_bytes() const { return bytes_; }
 
@@ -149,14 +153,19 @@ class InferDecoder {
   void count_read(const Linear& l) {
     if (omp_get_thread_num() == 0) bytes_ += l.bytes();
   }
-  // Work done by one thread (in team mode: one thread of the team while the others wait
-  // at the barrier that ends it).
+  // Work done by one thread (in team mode: thread 0, while the others wait at the barrier
+  // that ends it).
   template <class F>
   void serial(F&& f);
-  void barrier();  // in team mode, all threads meet (the products before it are complete)
+  // In team mode, all threads meet (the products before it are complete): on sync_, ~5x
+  // cheaper than libgomp's barrier, which a step of ZAYA1-base would meet ~600 times.
+  void barrier();
 
   static constexpr int kTeamRows = 32;
   bool team_ = false;
+  SpinBarrier sync_;     // the team's barrier
+  DecodeProfile* profile_ = nullptr;
+  void profiled(DecodeProfile::Zone z, double t0) const;  // the zone took now - t0 (team mode)
 
   const InferModel& m_;
   int batch_, max_len_, cap_ = 0;

@@ -95,7 +95,7 @@ void InferDecoder::rows_attention(int li, int n) {
     if (team_) {  // inside the decode region: split over the team, then meet
 #pragma omp for schedule(static) nowait
       for (int i = 0; i < pairs; ++i) pair(i);
-#pragma omp barrier
+      barrier();
     } else {
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < pairs; ++i) pair(i);
