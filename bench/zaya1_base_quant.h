@@ -56,6 +56,7 @@ struct ModelRun {
   size_t peak_rss = 0, rss_before = 0;
   uint64_t file_bytes = 0;
   std::vector<std::vector<float>> logits;  // per decode step
+  std::string profile;                      // DecodeProfile::table() of the timed steps
   std::vector<double> logprobs;
 };
 
@@ -88,6 +89,8 @@ inline ModelRun run_model(const std::string& name, const std::string& dir, const
     const double tr0 = a.triad_given > 0 ? a.triad_given : triad_now(a.threads);
     reset_peak();
     double bytes = 0;
+    DecodeProfile prof;  // where the timed steps go (after the triad: the same steps)
+    dec.set_profile(&prof);
     Timer td;
     for (int s = 0; s < a.steps; ++s) {
       const float* lg = dec.feed(&steps[size_t(s) + 2], 1);
@@ -95,6 +98,8 @@ inline ModelRun run_model(const std::string& name, const std::string& dir, const
       r.logits.emplace_back(lg, lg + V);  // a copy: 1 MB per step, outside the weight reads
     }
     r.decode_s = td.seconds();
+    dec.set_profile(nullptr);
+    r.profile = prof.tokens() ? prof.table() : "";
     peak = std::max(peak, peak_rss_bytes());
     const double tr1 = a.triad_given > 0 ? a.triad_given : triad_now(a.threads);
     reset_peak();
@@ -112,6 +117,7 @@ inline ModelRun run_model(const std::string& name, const std::string& dir, const
               r.decode_s / a.steps * 1e3, r.bytes_per_token / 1e9, r.triad, r.bytes_per_token / (r.triad * 1e9) * 1e3,
               r.bytes_per_token / (r.triad * 1e9) / (r.decode_s / a.steps), r.peak_rss / 1e9, r.file_bytes / 1e9,
               r.rss_before / 1e9);
+  if (!r.profile.empty()) std::printf("%s %s", name.c_str(), r.profile.c_str());
   std::fflush(stdout);
   return r;
 }
@@ -187,6 +193,10 @@ inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
   std::printf("speed-up %s / bf16: %.2fx tokens/s (%.2f vs %.2f); bytes/token %.3f vs %.3f GB (%.2fx fewer)\n",
               a.type.c_str(), sq / sb, sq, sb, q.bytes_per_token / 1e9, b.bytes_per_token / 1e9,
               b.bytes_per_token / q.bytes_per_token);
+  // The two decodes run minutes apart, and a VM's memory bandwidth can move by 1.5x in that
+  // time: each rate over the triad measured around it puts both at the same bandwidth.
+  std::printf("speed-up %s / bf16 at the same triad bandwidth: %.2fx (tokens/s per triad GB/s: %.3f vs %.3f)\n",
+              a.type.c_str(), (sq / q.triad) / (sb / b.triad), sq / q.triad, sb / b.triad);
   logit_stats(b, q);
   for (const auto& [name, dir] : {std::pair{std::string("bf16"), a.dir}, std::pair{a.type, qdir}}) {
     const int rc = limit_test(dir, a.config, a.kv_fp32);
