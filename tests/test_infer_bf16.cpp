@@ -221,10 +221,14 @@ TEST(InferBf16, TeamSplitEqualsOneCall) {
         if (exact) {
           EXPECT_EQ(one, inner) << linear_bf16_kernel() << " M " << M << " N " << N;
         }
-        for (int threads : {1, 2, 3}) {
+        // Even shares, and cuts anywhere (the decoder moves them by the threads' speeds).
+        const std::vector<std::vector<float>> cuts = {{}, {}, {}, {0.f, 0.2f, 1.f}, {0.f, 0.05f, 0.6f, 1.f}};
+        for (size_t ci = 0; ci < cuts.size(); ++ci) {
+          const int threads = ci < 3 ? int(ci) + 1 : int(cuts[ci].size()) - 1;
           std::vector<float> team(size_t(M) * N, 0.f);
 #pragma omp parallel num_threads(threads)
-          linear_bf16_team(team.data(), N, x.data(), K, w.data(), M, N, K);
+          linear_bf16_team(team.data(), N, x.data(), K, w.data(), M, N, K, 0.f,
+                           cuts[ci].empty() ? nullptr : cuts[ci].data());
           if (exact) {
             EXPECT_EQ(one, team) << linear_bf16_kernel() << " M " << M << " N " << N << " threads " << threads;
           } else {

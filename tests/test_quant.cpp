@@ -274,6 +274,34 @@ TEST(QuantKernels, MatchDequantizeThenDot) {
   std::printf("decode kernel: %s\n", linear_quant_kernel());
 }
 
+// A team's rows cut anywhere (kernels/team_rows.h: the decoder moves the cuts by the
+// threads' speeds) give the same bits as one thread: every row is summed alone, in one order.
+TEST(QuantKernels, TeamCutsDoNotChangeResults) {
+  const std::vector<std::vector<float>> cuts = {{}, {0.f, 0.5f, 1.f}, {0.f, 0.23f, 1.f}, {0.f, 0.9f, 1.f},
+                                                {0.f, 0.1f, 0.15f, 1.f}, {0.f, 0.7f, 0.71f, 1.f}};
+  for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_K, QType::Q6_K}) {
+    const int K = qtype_block(t) == 32 ? 288 : 768, N = 61;
+    const size_t rb = qtype_row_bytes(t, K);
+    std::vector<uint8_t> W(size_t(N) * rb);
+    auto wf = gaussian(size_t(N) * K, 5 + K);
+    for (int n = 0; n < N; ++n) quantize_row(t, &wf[size_t(n) * K], W.data() + size_t(n) * rb, K);
+    for (int M : {1, 3}) {
+      auto x = gaussian(size_t(M) * K, 7 + M, 0.5f);
+      std::vector<float> one(size_t(M) * N, 0.f);
+#pragma omp parallel num_threads(1)
+      linear_quant_team(t, one.data(), N, x.data(), K, W.data(), M, N, K);
+      for (const std::vector<float>& c : cuts) {
+        const int threads = c.empty() ? 2 : int(c.size()) - 1;
+        std::vector<float> team(one.size(), -1.f);
+#pragma omp parallel num_threads(threads)
+        linear_quant_team(t, team.data(), N, x.data(), K, W.data(), M, N, K, 0.f, c.empty() ? nullptr : c.data());
+        ASSERT_EQ(team, one) << qtype_name(uint32_t(t)) << " M=" << M << " threads=" << threads
+                             << (c.empty() ? " even" : " cut") << (c.size() > 1 ? c[1] : 0.f);
+      }
+    }
+  }
+}
+
 // Prefill: 16+ rows go through bf16 tiles of the dequantized weights (where the CPU has
 // bf16 GEMMs); the result is the fp32 product within bf16 rounding of x and W.
 TEST(QuantKernels, PrefillTilesMatchFp32Product) {

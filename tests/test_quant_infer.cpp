@@ -4,6 +4,8 @@
 // a quantized directory and refuses --fp32 on it.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -124,6 +126,59 @@ TEST(QuantInfer, PrefillPlusIncrementalEqualsOnePass) {
       EXPECT_LT(tiles, 3e-2) << dir;
     }
   }
+}
+
+// The decode team's shares of each product's rows (moved by the threads' measured speeds)
+// change which thread computes a row, not its value: decoders held at uneven shares give
+// the even decoder's logits bit for bit, on the integer kernels and on bf16 (the router).
+TEST(QuantInfer, TeamSharesDoNotChangeLogits) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  InferModel m(load_model_config(dirs().q4k), open_hf_weights(dirs().q4k));
+  const auto t = ids(12, 5);
+  auto run = [&](const std::vector<double>& shares) {
+    InferDecoder d(m, 1, int(t.size()), KvCacheDType::BF16);
+    if (!shares.empty()) d.team_balance().fix_shares(shares);
+    std::vector<float> out;
+    for (int32_t tok : t) {
+      const float* z = d.feed(&tok, 1);
+      out.insert(out.end(), z, z + m.cfg().vocab_size);
+    }
+    return out;
+  };
+  const std::vector<float> even = run({});
+  for (const std::vector<double>& s : {std::vector<double>{0.2, 0.8}, std::vector<double>{0.93, 0.07}})
+    EXPECT_EQ(run(s), even) << "shares " << s[0] << " / " << s[1];
+  omp_set_num_threads(saved);
+}
+
+// The shares move toward the threads' rates (bytes per second), within [1/4, 7/4] of even.
+TEST(QuantInfer, TeamBalanceFollowsMeasuredRates) {
+  TeamBalance b;
+  b.start(2);
+  EXPECT_EQ(b.cuts()[1], 0.5f);
+  for (int token = 0; token < 40; ++token) {  // thread 1 reads at half thread 0's rate
+    b.start(2);
+    b.add(0, 1.0, 2e9);
+    b.add(1, 1.0, 1e9);
+    b.update();
+  }
+  EXPECT_NEAR(b.shares()[0], 2.0 / 3.0, 1e-3);
+  EXPECT_NEAR(b.cuts()[1], 2.0 / 3.0, 1e-3);
+  EXPECT_EQ(b.cuts()[2], 1.f);
+  for (int token = 0; token < 40; ++token) {  // thread 0 nearly stopped: held at 1/8
+    b.start(2);
+    b.add(0, 1.0, 1e6);
+    b.add(1, 1.0, 1e9);
+    b.update();
+  }
+  EXPECT_NEAR(b.shares()[0], 0.125, 1e-9);
+  b.start(2);
+  b.add(0, 1.0, 1e9);  // a thread without a measure leaves the shares as they are
+  b.update();
+  EXPECT_NEAR(b.shares()[0], 0.125, 1e-9);
+  b.start(3);  // a new team size starts even
+  EXPECT_NEAR(b.cuts()[1], 1.0 / 3.0, 1e-6);
 }
 
 // Batched decode (the team path, rows sharing each weight read) gives each row what a

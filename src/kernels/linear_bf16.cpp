@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/team_rows.h"
 
 namespace zaya {
 
@@ -269,14 +270,17 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
   }
 }
 
-void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
+int linear_bf16_team_cut_rows() { return use_native() ? kStreamRows : 0; }
+
+void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta,
+                      const float* cuts) {
   if (M <= 0 || N <= 0) return;
   // Each thread rounds x itself (a few KB): cheaper than a barrier.
   if (use_native() && M <= kStreamRows) {
     // One contiguous range of rows per thread (2, 4 or geometrically shrinking ranges per
     // thread, taken dynamically, were no faster: each range's streams ramp up anew).
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    return decode_range(y, ldy, x, ldx, W, M, K, beta, int(int64_t(N) * t / nt), int(int64_t(N) * (t + 1) / nt));
+    const RowRange r = team_rows(N, cuts);
+    return decode_range(y, ldy, x, ldx, W, M, K, beta, r.n0, r.n1);
   }
   static thread_local std::vector<bf16> xb;
   const int Kp = (K + 31) / 32 * 32;

@@ -20,9 +20,12 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
 // The same product inside an OpenMP region that is already running (decode runs a whole
 // token in one region: a fork/join per product costs as much as a small product): every
 // thread of the team calls it with the same arguments and computes one contiguous share of
-// the output rows. No barrier at the end: the caller places one before y is read.
+// the output rows (even, or as `cuts` give them: kernels/team_rows.h). No barrier at the end:
+// the caller places one before y is read. More than linear_bf16_team_cut_rows() rows of x
+// take blocks of W rows dynamically instead, and ignore `cuts`.
 void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K,
-                      float beta = 0.f);
+                      float beta = 0.f, const float* cuts = nullptr);
+int linear_bf16_team_cut_rows();
 
 // Which kernel runs: "avx512bf16" or "portable". force_portable (tests, comparisons)
 // switches the process to the portable loop.

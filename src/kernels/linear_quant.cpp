@@ -14,6 +14,7 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "kernels/gemm.h"
+#include "kernels/team_rows.h"
 
 namespace zaya {
 
@@ -664,13 +665,12 @@ void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const voi
 }
 
 void linear_quant_team(QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
-                       float beta) {
+                       float beta, const float* cuts) {
   if (M <= 0 || N <= 0) return;
   static thread_local XQ xq;  // each thread quantizes x itself (a few KB): cheaper than a barrier
   xq.prepare(t, x, ldx, M, K, use_native());
-  const int th = omp_get_thread_num(), nt = omp_get_num_threads();
-  rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), int(int64_t(N) * th / nt), int(int64_t(N) * (th + 1) / nt),
-             beta);
+  const RowRange r = team_rows(N, cuts);
+  rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), r.n0, r.n1, beta);
 }
 
 }  // namespace zaya

@@ -20,9 +20,10 @@ namespace zaya {
 void linear_quant(quant::QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
                   float beta = 0.f);
 // Inside a running OpenMP region, called by every thread with the same arguments: each
-// computes one contiguous share of the output rows. No barrier at the end.
+// computes one contiguous share of the output rows (even, or as `cuts` give them:
+// kernels/team_rows.h). No barrier at the end.
 void linear_quant_team(quant::QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
-                       float beta = 0.f);
+                       float beta = 0.f, const float* cuts = nullptr);
 
 // "avx512vnni" or "portable"; force_portable switches the process to the portable loop.
 const char* linear_quant_kernel();

@@ -17,6 +17,7 @@
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_quant.h"
 #include "kernels/norm.h"
+#include "kernels/team_rows.h"
 #include "model/cca.h"
 #include "model/moe.h"
 
@@ -35,21 +36,23 @@ void Linear::apply(float* y, int ldy, const float* x, int ldx, int M, float beta
     gemm(Trans::N, Trans::T, M, N, K, 1.f, x, ldx, static_cast<const float*>(w), K, beta, y, ldy);
 }
 
-void Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta) const {
+size_t Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta, const float* cuts) const {
   if (dtype == WeightDType::BF16) {
-    linear_bf16_team(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta);
-    return;
+    linear_bf16_team(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta, cuts);
+    if (M > linear_bf16_team_cut_rows()) return 0;
+  } else if (dtype != WeightDType::F32) {
+    linear_quant_team(weight_qtype(dtype), y, ldy, x, ldx, w, M, N, K, beta, cuts);
+  } else {
+    // fp32: each thread an even slice of W's rows (BLAS runs single-threaded inside a
+    // region; it need not sum a column the same way in slices of other widths).
+    const RowRange r = team_rows(N, nullptr);
+    if (r.n1 > r.n0)
+      gemm(Trans::N, Trans::T, M, r.n1 - r.n0, K, 1.f, x, ldx, static_cast<const float*>(w) + size_t(r.n0) * K, K,
+           beta, y + r.n0, ldy);
+    return 0;
   }
-  if (dtype != WeightDType::F32) {
-    linear_quant_team(weight_qtype(dtype), y, ldy, x, ldx, w, M, N, K, beta);
-    return;
-  }
-  // fp32: each thread one slice of W's rows (BLAS runs single-threaded inside a region).
-  const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-  const int n0 = int(int64_t(N) * t / nt), n1 = int(int64_t(N) * (t + 1) / nt);
-  if (n1 > n0)
-    gemm(Trans::N, Trans::T, M, n1 - n0, K, 1.f, x, ldx, static_cast<const float*>(w) + size_t(n0) * K, K, beta,
-         y + n0, ldy);
+  const RowRange r = team_rows(N, cuts);
+  return size_t(r.n1 - r.n0) * row_bytes();
 }
 
 // ---------------------------------------------------------------- model
@@ -178,13 +181,15 @@ void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int l
   if (M <= 0) return;
   count_read(l);
   if (!team_) return l.apply(y, ldy, x, ldx, M, beta);
-  const double t0 = profile_ ? now() : 0;
-  l.apply_team(y, ldy, x, ldx, M, beta);
-  if (profile_) {  // (each thread's share of the rows: an even cut, kernels/linear_quant.h)
-    const int th = omp_get_thread_num();
+  const double t0 = now();
+  const size_t b = l.apply_team(y, ldy, x, ldx, M, beta, balance_.cuts());
+  const double t1 = now();
+  const int th = omp_get_thread_num();
+  if (b) balance_.add(th, t1 - t0, double(b));
+  if (profile_) {
     const DecodeProfile::Zone z = &l == &m_.embed ? DecodeProfile::kHead : DecodeProfile::kProducts;
-    profile_->add(th, z, now() - t0);
-    profile_->add_bytes(th, z, double(l.bytes()) / omp_get_num_threads());
+    profile_->add(th, z, t1 - t0);
+    profile_->add_bytes(th, z, b ? double(b) : double(l.bytes()) / omp_get_num_threads());
   }
   if (sync) barrier();
 }
@@ -429,10 +434,12 @@ void InferDecoder::run_rows(int rows, F&& f) {
     team_ = true;
     const int nt = omp_get_max_threads();
     if (sync_.size() != nt) sync_.reset(nt);
+    balance_.start(nt);
     if (profile_) profile_->start(nt);
 #pragma omp parallel num_threads(nt)
     f();
     team_ = false;
+    balance_.update();
     if (profile_) profile_->end_token();
   } else {
     f();

@@ -22,6 +22,7 @@
 #include "kernels/attention.h"
 #include "model/decode_profile.h"
 #include "model/model.h"
+#include "model/team_balance.h"
 #include "model/weights.h"
 
 namespace zaya {
@@ -37,8 +38,11 @@ struct Linear {
   void row(int r, float* out) const;
   void apply(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
   // Inside a running OpenMP region, called by every thread: each computes a share of the
-  // output rows (kernels/linear_bf16.h, linear_bf16_team). No barrier at the end.
-  void apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
+  // output rows (kernels/linear_bf16.h, linear_bf16_team). No barrier at the end. Returns the
+  // bytes of W this thread read when its share followed `cuts` (kernels/team_rows.h), 0 when
+  // the product shares its rows its own way (fp32; bf16 over more than a few rows of x).
+  size_t apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f,
+                    const float* cuts = nullptr) const;
 };
 
 // The weights of a model as views, plus fp32 copies of the small vectors (norms, biases,
@@ -121,6 +125,8 @@ class InferDecoder {
   int batch() const { return batch_; }
   // Decode steps (team mode) add where their time goes to *p (nullptr: no timing).
   void set_profile(DecodeProfile* p) { profile_ = p; }
+  // How the decode team shares each product's rows (model/team_balance.h); tests fix them.
+  TeamBalance& team_balance() { return balance_; }
   // Weight bytes the last feed() read (each matrix counted once, whatever the batch).
   uint64_t last_weight_bytes() const { return bytes_; }
 
@@ -166,6 +172,7 @@ class InferDecoder {
   SpinBarrier sync_;     // the team's barrier
   DecodeProfile* profile_ = nullptr;
   void profiled(DecodeProfile::Zone z, double t0) const;  // the zone took now - t0 (team mode)
+  TeamBalance balance_;  // the team's share of each product's rows
 
   const InferModel& m_;
   int batch_, max_len_, cap_ = 0;
