@@ -433,7 +433,7 @@ void InferDecoder::run_rows(int rows, F&& f) {
   if (rows <= kTeamRows && omp_get_max_threads() > 1) {
     team_ = true;
     const int nt = omp_get_max_threads();
-    if (sync_.size() != nt) sync_.reset(nt);
+    if (sync_.size() != nt && SpinBarrier::fits(nt)) sync_.reset(nt);  // (else libgomp's barrier)
     balance_.start(nt);
     if (profile_) profile_->start(nt);
 #pragma omp parallel num_threads(nt)
