@@ -199,7 +199,7 @@ void InferDecoder::barrier() {
   const double t0 = profile_ ? now() : 0;
   if (omp_get_num_threads() == sync_.size()) {
     sync_.wait(omp_get_thread_num());
-  } else {  // a team smaller than asked for
+  } else {  // a team with more threads than CPUs (SpinBarrier::fits), or fewer than asked for
 #pragma omp barrier
   }
   profiled(DecodeProfile::kWait, t0);
