@@ -20,24 +20,27 @@ std::string DecodeProfile::table() const {
                                       "one thread's work", "waits at barriers"};
   const int nt = int(slots_.size());
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line, "decode step, ms per token over %d tokens:\n%-26s", tokens_, "zone");
-  out += line;
-  for (int t = 0; t < nt; ++t) out += (std::snprintf(line, sizeof line, "  thread %-2d", t), line);
+  auto put = [&out](const char* fmt, auto... v) {
+    char line[128];
+    std::snprintf(line, sizeof line, fmt, v...);
+    out += line;
+  };
+  put("decode step, ms per token over %d tokens:\n%-26s", tokens_, "zone");
+  for (int t = 0; t < nt; ++t) put("  thread %-2d", t);
   out += "  weight GB/s per thread\n";
   std::vector<double> total(size_t(nt), 0.0);
   for (int z = 0; z < kZones; ++z) {
-    out += (std::snprintf(line, sizeof line, "%-26s", names[z]), line);
+    put("%-26s", names[z]);
     for (int t = 0; t < nt; ++t) {
       total[size_t(t)] += ms(t, Zone(z));
-      out += (std::snprintf(line, sizeof line, "  %9.2f", ms(t, Zone(z))), line);
+      put("  %9.2f", ms(t, Zone(z)));
     }
     if (z == kProducts || z == kHead)
-      for (int t = 0; t < nt; ++t) out += (std::snprintf(line, sizeof line, "  %.1f", gbs(t, Zone(z))), line);
+      for (int t = 0; t < nt; ++t) put("  %.1f", gbs(t, Zone(z)));
     out += "\n";
   }
-  out += (std::snprintf(line, sizeof line, "%-26s", "total"), line);
-  for (int t = 0; t < nt; ++t) out += (std::snprintf(line, sizeof line, "  %9.2f", total[size_t(t)]), line);
+  put("%-26s", "total");
+  for (int t = 0; t < nt; ++t) put("  %9.2f", total[size_t(t)]);
   out += "\n";
   return out;
 }

@@ -3,13 +3,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "kernels/attention.h"
 #include "kernels/attention_quant.h"
 #include "kernels/conv.h"
@@ -169,21 +169,17 @@ void InferDecoder::reset() {
   }
 }
 
-namespace {
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-}  // namespace
-
 void InferDecoder::profiled(DecodeProfile::Zone z, double t0) const {
-  if (profile_) profile_->add(omp_get_thread_num(), z, now() - t0);
+  if (profile_) profile_->add(omp_get_thread_num(), z, now_seconds() - t0);
 }
 
 void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta, bool sync) {
   if (M <= 0) return;
   count_read(l);
   if (!team_) return l.apply(y, ldy, x, ldx, M, beta);
-  const double t0 = now();
+  const double t0 = now_seconds();
   const size_t b = l.apply_team(y, ldy, x, ldx, M, beta, balance_.cuts());
-  const double t1 = now();
+  const double t1 = now_seconds();
   const int th = omp_get_thread_num();
   if (b) balance_.add(th, t1 - t0, double(b));
   if (profile_) {
@@ -196,7 +192,7 @@ void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int l
 
 void InferDecoder::barrier() {
   if (!team_) return;
-  const double t0 = profile_ ? now() : 0;
+  const double t0 = profile_ ? now_seconds() : 0;
   if (omp_get_num_threads() == sync_.size()) {
     sync_.wait(omp_get_thread_num());
   } else {  // a team with more threads than CPUs (SpinBarrier::fits), or fewer than asked for
@@ -212,7 +208,7 @@ void InferDecoder::serial(F&& f) {
     return;
   }
   if (omp_get_thread_num() == 0) {
-    const double t0 = profile_ ? now() : 0;
+    const double t0 = profile_ ? now_seconds() : 0;
     f();
     profiled(DecodeProfile::kSerial, t0);
   }
@@ -336,7 +332,7 @@ void InferDecoder::split(int count, F&& f) {
     for (int i = 0; i < count; ++i) f(i);
     return;
   }
-  const double t0 = profile_ ? now() : 0;
+  const double t0 = profile_ ? now_seconds() : 0;
 #pragma omp for schedule(static) nowait
   for (int i = 0; i < count; ++i) f(i);
   profiled(DecodeProfile::kSplit, t0);

@@ -172,7 +172,7 @@ class InferDecoder {
   bool team_ = false;
   SpinBarrier sync_;     // the team's barrier
   DecodeProfile* profile_ = nullptr;
-  void profiled(DecodeProfile::Zone z, double t0) const;  // the zone took now - t0 (team mode)
+  void profiled(DecodeProfile::Zone z, double t0) const;  // the zone took now_seconds() - t0 (team mode)
   TeamBalance balance_;  // the team's share of each product's rows
 
   const InferModel& m_;
