@@ -74,7 +74,7 @@ __attribute__((target("avx512f"))) void scores(float* S, int Tk, const float* qg
   const int C = hd / 16;
   alignas(64) float kw[kFloat ? 1 : 16 * kAttnBf16MaxHd];  // bf16: 16 widened rows
   // Key u's row as floats: a float row in place, a bf16 row widened into kw's slot i.
-  const auto row = [&](int u, int i) -> const float* {
+  const auto row = [&](int u, int i) __attribute__((target("avx512f"))) -> const float* {
     const T* kt = kb + size_t(u) * ldk;
     if constexpr (kFloat) {
       return kt;
