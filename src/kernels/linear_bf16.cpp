@@ -101,7 +101,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void stream_rows(float* y
     __m512 acc[MR][S];  // one chain per (x row, stream): S chains cover vdpbf16ps latency
     for (int i = 0; i < MR; ++i)
       for (int p = 0; p < S; ++p) acc[i][p] = _mm512_setzero_ps();
-    const auto step = [&](int k, const __m512i* w) {
+    const auto step = [&](int k, const __m512i* w) __attribute__((target("avx512f,avx512bw,avx512bf16"))) {
       for (int i = 0; i < MR; ++i) {
         const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + size_t(i) * Kp + k);
         for (int p = 0; p < S; ++p) acc[i][p] = _mm512_dpbf16_ps(acc[i][p], xv, (__m512bh)w[p]);

@@ -1,5 +1,6 @@
 // GCC 12 warns about its own _mm512_undefined_* inside the intrinsics headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include "kernels/vec_math.h"
 
 #include <immintrin.h>
