@@ -6,10 +6,12 @@
 // read-only bandwidth of the same buffer measured in the same run; `best ns` (the fastest
 // pass) is the figure to compare kernels by on a shared machine.
 //   bench_quant_kernels [--n N] [--k K] [--gb GB] [--passes P] [--threads 1,2] [--types q8_0,q4_0,q4_k,q6_k,bf16]
-//                       [--small-pages]
+//                       [--small-pages] [--kernel auto|avx2|portable]
 // The weights sit in 2 MB pages, as the decoder's mapped model does (MappedFile::populate);
 // --small-pages leaves them in malloc's pages (4 KB where transparent huge pages are
 // "madvise"), where software prefetch far ahead crosses more TLB entries.
+// --kernel caps the quantized types' kernels (linear_quant_force): AVX2 or the portable loop
+// on a CPU that has better, to compare them on one machine.
 // --attention CTX[,CTX]: instead, decode attention of ZAYA1-base's shape (8 query heads over
 // 2 KV heads of 128) over bf16 and fp32 caches of CTX positions, on each kernel this CPU has:
 // us per layer and GB/s of cache read, over enough layers' caches to leave the caches.
@@ -197,7 +199,13 @@ int main(int argc, char** argv) {
       else if (a == "--types") types_s = val();
       else if (a == "--attention") attention_s = val();
       else if (a == "--small-pages") huge = false;
-      else fail("unknown argument '" + a + "' (--n --k --gb --passes --threads --types --small-pages --attention)");
+      else if (a == "--kernel") {
+        const std::string k = val();
+        if (k == "auto") linear_quant_force(QuantKernel::Auto);
+        else if (k == "avx2") linear_quant_force(QuantKernel::Avx2);
+        else if (k == "portable") linear_quant_force(QuantKernel::Portable);
+        else fail("--kernel: '" + k + "' is not auto, avx2 or portable");
+      } else fail("unknown argument '" + a + "' (--n --k --gb --passes --threads --types --small-pages --attention --kernel)");
     }
     if (N <= 0 || K <= 0 || passes <= 0 || gb <= 0) fail("--n, --k, --passes and --gb must be positive");
     std::vector<int> threads;

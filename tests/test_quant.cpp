@@ -172,56 +172,57 @@ TEST(QuantBlocks, BadScalesAreFound) {
   }
 }
 
-// x's int8 quantization: the AVX-512 loop gives the portable loop's bits (levels and scales),
-// ties at .5 rounded to even, zero blocks, a block with a NaN (skipped by the max) and huge
-// values; and the levels are the formula's: round(x * 127 / amax), within -127..127.
-// x's int8 levels per block of 32 (q8_0, q4_0) and 256 (the k-quants' q8_K): the AVX-512 and
-// portable loops give the same bits, levels round x / scale to nearest even and stay in
-// [-127, 127], a zero block has scale 0, a NaN is skipped by the block's max.
-TEST(QuantKernels, ActivationQuantizationSameBitsBothLoops) {
-  for (const int B : {32, 256}) {
-    const int K = B * 9;
-    auto x = gaussian(size_t(K), 77, 3.f);
-    for (int j = 0; j < B; ++j) x[size_t(B + j)] = 0.f;                                 // block 1: zeros
-    for (int j = 0; j < B; ++j) x[size_t(2 * B + j)] = float(j % 32 - 16) * 0.5f + 0.25f;  // block 2: ties
-    x[size_t(2 * B)] = -127.f * 0.5f;  // amax 63.5, scale 0.5: levels 2 x, so x = k / 2 + 1 / 4 is a tie
-    x[size_t(3 * B + 4)] = std::nanf("");                                             // block 3: a NaN
-    for (int j = 0; j < B; ++j) x[size_t(4 * B + j)] = (j % 2 ? -1.f : 1.f) * 3e37f;  // block 4: huge
-    std::vector<int8_t> qa(static_cast<size_t>(K)), qb(static_cast<size_t>(K));
-    std::vector<float> da(size_t(K / B)), db(size_t(K / B));
-    linear_quant_force_portable(false);
-    quantize_activations(x.data(), K, B, qa.data(), da.data());
-    linear_quant_force_portable(true);
-    quantize_activations(x.data(), K, B, qb.data(), db.data());
-    linear_quant_force_portable(false);
-    for (int b = 0; b < K / B; ++b) {
-      ASSERT_EQ(std::memcmp(&da[size_t(b)], &db[size_t(b)], 4), 0) << "B " << B << " block " << b;
-      for (int j = 0; j < B; ++j) {
-        const size_t k = size_t(B * b + j);
-        ASSERT_EQ(qa[k], qb[k]) << "B " << B << " block " << b << " j " << j;
-        if (k == size_t(3 * B + 4)) continue;
-        const float s = da[size_t(b)];
-        const int want = s > 0 ? int(std::nearbyint(x[k] * (1.f / s))) : 0;
-        EXPECT_EQ(int(qa[k]), std::clamp(want, -127, 127)) << "B " << B << " block " << b << " j " << j;
-        EXPECT_LE(std::abs(int(qa[k])), 127);
+// x's int8 levels per block of 32 (q8_0, q4_0) and 256 (the k-quants' q8_K): the AVX-512,
+// AVX2 and portable loops give the same bits (levels and scales), levels round x / scale to
+// nearest even (ties at .5 to even) and stay in [-127, 127], a zero block has scale 0, a NaN
+// is skipped by the block's max, huge values do not overflow. (On a CPU without AVX-512,
+// Auto runs the AVX2 loop: both rounds then check it.)
+TEST(QuantKernels, ActivationQuantizationSameBitsEveryLoop) {
+  for (const QuantKernel kern : {QuantKernel::Auto, QuantKernel::Avx2})
+    for (const int B : {32, 256}) {
+      const int K = B * 9;
+      auto x = gaussian(size_t(K), 77, 3.f);
+      for (int j = 0; j < B; ++j) x[size_t(B + j)] = 0.f;                                 // block 1: zeros
+      for (int j = 0; j < B; ++j) x[size_t(2 * B + j)] = float(j % 32 - 16) * 0.5f + 0.25f;  // block 2: ties
+      x[size_t(2 * B)] = -127.f * 0.5f;  // amax 63.5, scale 0.5: levels 2 x, so x = k / 2 + 1 / 4 is a tie
+      x[size_t(3 * B + 4)] = std::nanf("");                                             // block 3: a NaN
+      for (int j = 0; j < B; ++j) x[size_t(4 * B + j)] = (j % 2 ? -1.f : 1.f) * 3e37f;  // block 4: huge
+      std::vector<int8_t> qa(static_cast<size_t>(K)), qb(static_cast<size_t>(K));
+      std::vector<float> da(size_t(K / B)), db(size_t(K / B));
+      linear_quant_force(kern);
+      quantize_activations(x.data(), K, B, qa.data(), da.data());
+      linear_quant_force(QuantKernel::Portable);
+      quantize_activations(x.data(), K, B, qb.data(), db.data());
+      linear_quant_force(QuantKernel::Auto);
+      for (int b = 0; b < K / B; ++b) {
+        ASSERT_EQ(std::memcmp(&da[size_t(b)], &db[size_t(b)], 4), 0) << "B " << B << " block " << b;
+        for (int j = 0; j < B; ++j) {
+          const size_t k = size_t(B * b + j);
+          ASSERT_EQ(qa[k], qb[k]) << "B " << B << " block " << b << " j " << j;
+          if (k == size_t(3 * B + 4)) continue;
+          const float s = da[size_t(b)];
+          const int want = s > 0 ? int(std::nearbyint(x[k] * (1.f / s))) : 0;
+          EXPECT_EQ(int(qa[k]), std::clamp(want, -127, 127)) << "B " << B << " block " << b << " j " << j;
+          EXPECT_LE(std::abs(int(qa[k])), 127);
+        }
       }
+      EXPECT_EQ(da[1], 0.f);
+      EXPECT_EQ(da[2], 0.5f);
+      EXPECT_EQ(int(qa[size_t(2 * B + 1)]), -14);  // x -7.25: level -14.5, a tie, to even
+      EXPECT_EQ(int(qa[size_t(2 * B + 3)]), -12);  // x -6.25: -12.5
+      EXPECT_GT(da[3], 0.f);                       // the NaN left out of the max
     }
-    EXPECT_EQ(da[1], 0.f);
-    EXPECT_EQ(da[2], 0.5f);
-    EXPECT_EQ(int(qa[size_t(2 * B + 1)]), -14);  // x -7.25: level -14.5, a tie, to even
-    EXPECT_EQ(int(qa[size_t(2 * B + 3)]), -12);  // x -6.25: -12.5
-    EXPECT_GT(da[3], 0.f);                       // the NaN left out of the max
-  }
   EXPECT_EQ(activation_block(QType::Q8_0), 32);
   EXPECT_EQ(activation_block(QType::Q4_0), 32);
   EXPECT_EQ(activation_block(QType::Q4_K), 256);
   EXPECT_EQ(activation_block(QType::Q6_K), 256);
 }
 
-// The decode kernel per type, native and portable, against dequantize-then-dot over the same
-// int8 activations (exact up to float summation order), on rows at odd addresses, odd block
-// counts (a masked last pair), 1..7 x rows with strides, beta 0 and 1. One x row over 13 W
-// rows runs the 4-stream path (rows of every stream at once) and the left-over row alone.
+// The decode kernel per type, every tier (AVX-512 VNNI, AVX2, portable; a tier the CPU lacks
+// runs the next), against dequantize-then-dot over the same int8 activations (exact up to
+// float summation order), on rows at odd addresses, odd block counts (a masked last pair),
+// 1..7 x rows with strides, beta 0 and 1. One x row over 13 W rows runs the 4-stream path
+// (rows of every stream at once) and the left-over row alone.
 TEST(QuantKernels, MatchDequantizeThenDot) {
   for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_K, QType::Q6_K}) {
     // 32-blocks: 3, 5 and 9 blocks (q8_0: the pair tail alone, and a group of 8 + a lone block)
@@ -252,8 +253,8 @@ TEST(QuantKernels, MatchDequantizeThenDot) {
             ref[size_t(m) * N + n] = s, mag[size_t(m) * N + n] = a;
           }
         }
-        for (bool portable : {false, true}) {
-          linear_quant_force_portable(portable);
+        for (const QuantKernel kern : {QuantKernel::Auto, QuantKernel::Avx2, QuantKernel::Portable}) {
+          linear_quant_force(kern);
           for (float beta : {0.f, 1.f}) {
             std::vector<float> y(size_t(M) * ldy, 0.25f);
             linear_quant(t, y.data(), ldy, x.data(), ldx, W, M, N, K, beta);
@@ -261,13 +262,13 @@ TEST(QuantKernels, MatchDequantizeThenDot) {
               for (int n = 0; n < N; ++n) {
                 const double want = ref[size_t(m) * N + n] + (beta ? 0.25 : 0.0);
                 ASSERT_NEAR(y[size_t(m) * ldy + n], want, 2e-5 * mag[size_t(m) * N + n] + 1e-6)
-                    << qtype_name(uint32_t(t)) << " K=" << K << " M=" << M << " n=" << n << " portable=" << portable;
+                    << qtype_name(uint32_t(t)) << " K=" << K << " M=" << M << " n=" << n << " kernel " << linear_quant_kernel();
               }
               for (int n = N; n < ldy; ++n) ASSERT_EQ(y[size_t(m) * ldy + n], 0.25f);  // nothing past N
             }
           }
         }
-        linear_quant_force_portable(false);
+        linear_quant_force(QuantKernel::Auto);
       }
     }
   }

@@ -14,6 +14,7 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "kernels/gemm.h"
+#include "kernels/linear_quant_xq.h"
 #include "kernels/team_rows.h"
 
 namespace zaya {
@@ -23,10 +24,13 @@ using quant::BlockQ4_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
 using quant::QType;
+using qkern::kStreams;
+using qkern::q4k_scales_mins;
+using qkern::XQ;
 
 namespace {
 
-std::atomic<bool> g_portable{false};
+std::atomic<int> g_cap{int(QuantKernel::Auto)};  // linear_quant_force
 std::atomic<int> g_gemm_rows{16};
 
 bool cpu_avx512() {
@@ -38,7 +42,21 @@ bool cpu_vnni() {
   static const bool ok = cpu_avx512() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c");
   return ok;
 }
-bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_vnni(); }
+bool cpu_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                         __builtin_cpu_supports("f16c");
+  return ok;
+}
+QuantKernel cap() { return QuantKernel(g_cap.load(std::memory_order_relaxed)); }
+
+// The kernels this process runs: the best the CPU has, at most what linear_quant_force allows.
+enum class Tier { Vnni512, Avx2, Portable };
+Tier tier() {
+  const QuantKernel c = cap();
+  if (c == QuantKernel::Auto && cpu_vnni()) return Tier::Vnni512;
+  if (c != QuantKernel::Portable && cpu_avx2()) return Tier::Avx2;
+  return Tier::Portable;
+}
 
 // ---------------------------------------------------------------- x to int8
 
@@ -95,72 +113,56 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_blocks_avx512
 }
 
 void quantize_blocks(const float* x, int K, int B, int8_t* q, float* d, float* dsum, int16_t* bsum16) {
-  if (cpu_avx512() && !g_portable.load(std::memory_order_relaxed))
+  if (cap() == QuantKernel::Auto && cpu_avx512())
     quantize_blocks_avx512(x, K, B, q, d, dsum, bsum16);
+  else if (cap() != QuantKernel::Portable && cpu_avx2())
+    qkern::quantize_blocks_avx2(x, K, B, q, d, dsum, bsum16);
   else
     quantize_blocks_portable(x, K, B, q, d, dsum, bsum16);
 }
 
-// x quantized for the integer kernels, per row. q8_0 and q4_0 (blocks of 32): levels q[K],
-// per block the scale d and the scale times the block's level sum (dsum: q8_0's offset of
-// 128), and for the native kernels dpair, the scales as 16 lanes per pair of blocks (8 lanes
-// each; 0 past the end). q4_k and q6_k (super-blocks of 256): levels q[K] with one scale d per
-// super-block and the level sums per 16 (bs16), and for q4_k's native kernel the levels of
-// each super-block in block order 0 2 1 3 4 6 5 7 (qk: one 64-byte load of nibbles holds
-// blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its high ones) and the sums per 32
-// (bs32).
-struct XQ {
-  QType t = QType::Q8_0;
-  int M = 0, K = 0, nb = 0, np = 0, ns = 0;  // blocks of 32, pairs of them, blocks of the scale d
-  std::vector<int8_t> q, qk;
-  std::vector<float> d, dsum, dpair;
-  std::vector<int16_t> bs16, bs32;
-  void prepare(QType t_, const float* x, int ldx, int M_, int K_, bool native) {
-    t = t_, M = M_, K = K_, nb = K / 32, np = (nb + 1) / 2;
-    const bool kq = t == QType::Q4_K || t == QType::Q6_K;
-    ns = kq ? K / 256 : nb;
-    q.resize(size_t(M) * K);
-    d.resize(size_t(M) * ns);
-    if (kq) {
-      bs16.resize(size_t(M) * K / 16);
-      for (int m = 0; m < M; ++m)
-        quantize_blocks(x + size_t(m) * ldx, K, 256, &q[size_t(m) * K], &d[size_t(m) * ns], nullptr,
-                        &bs16[size_t(m) * K / 16]);
-      if (t == QType::Q4_K) {
-        bs32.resize(size_t(M) * nb);
-        for (size_t b = 0; b < size_t(M) * nb; ++b) bs32[b] = int16_t(bs16[2 * b] + bs16[2 * b + 1]);
-      }
-    } else {
-      dsum.resize(size_t(M) * nb);
-      for (int m = 0; m < M; ++m)
-        quantize_blocks(x + size_t(m) * ldx, K, 32, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb],
-                        nullptr);
+}  // namespace
+
+void qkern::XQ::prepare(QType t_, const float* x, int ldx, int M_, int K_, bool native) {
+  t = t_, M = M_, K = K_, nb = K / 32, np = (nb + 1) / 2;
+  const bool kq = t == QType::Q4_K || t == QType::Q6_K;
+  ns = kq ? K / 256 : nb;
+  q.resize(size_t(M) * K);
+  d.resize(size_t(M) * ns);
+  if (kq) {
+    bs16.resize(size_t(M) * K / 16);
+    for (int m = 0; m < M; ++m)
+      quantize_blocks(x + size_t(m) * ldx, K, 256, &q[size_t(m) * K], &d[size_t(m) * ns], nullptr,
+                      &bs16[size_t(m) * K / 16]);
+    if (t == QType::Q4_K) {
+      bs32.resize(size_t(M) * nb);
+      for (size_t b = 0; b < size_t(M) * nb; ++b) bs32[b] = int16_t(bs16[2 * b] + bs16[2 * b + 1]);
     }
-    if (!native) return;
-    if (t == QType::Q8_0 || t == QType::Q4_0) {
-      dpair.assign(size_t(M) * np * 16, 0.f);
-      for (int m = 0; m < M; ++m)
-        for (int b = 0; b < nb; ++b) {
-          float* dp = &dpair[(size_t(m) * np + size_t(b / 2)) * 16 + size_t(b % 2) * 8];
-          std::fill(dp, dp + 8, d[size_t(m) * nb + b]);
-        }
-    } else if (t == QType::Q4_K) {
-      static constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-      qk.resize(size_t(M) * K);
-      for (int m = 0; m < M; ++m)
-        for (int b = 0; b < nb; ++b)
-          std::memcpy(&qk[size_t(m) * K + size_t(b / 8) * 256 + size_t(b % 8) * 32],
-                      &q[size_t(m) * K + size_t(b / 8) * 256 + size_t(kOrder[b % 8]) * 32], 32);
-    }
+  } else {
+    dsum.resize(size_t(M) * nb);
+    for (int m = 0; m < M; ++m)
+      quantize_blocks(x + size_t(m) * ldx, K, 32, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb],
+                      nullptr);
   }
-  const int8_t* qrow(int m) const { return &q[size_t(m) * K]; }
-  const int8_t* qkrow(int m) const { return &qk[size_t(m) * K]; }
-  const float* drow(int m) const { return &d[size_t(m) * ns]; }
-  const float* dsumrow(int m) const { return &dsum[size_t(m) * nb]; }
-  const float* dpairrow(int m) const { return &dpair[size_t(m) * np * 16]; }
-  const int16_t* bs16row(int m) const { return &bs16[size_t(m) * K / 16]; }
-  const int16_t* bs32row(int m) const { return &bs32[size_t(m) * nb]; }
-};
+  if (!native) return;
+  if (t == QType::Q8_0 || t == QType::Q4_0) {
+    dpair.assign(size_t(M) * np * 16, 0.f);
+    for (int m = 0; m < M; ++m)
+      for (int b = 0; b < nb; ++b) {
+        float* dp = &dpair[(size_t(m) * np + size_t(b / 2)) * 16 + size_t(b % 2) * 8];
+        std::fill(dp, dp + 8, d[size_t(m) * nb + b]);
+      }
+  } else if (t == QType::Q4_K) {
+    static constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    qk.resize(size_t(M) * K);
+    for (int m = 0; m < M; ++m)
+      for (int b = 0; b < nb; ++b)
+        std::memcpy(&qk[size_t(m) * K + size_t(b / 8) * 256 + size_t(b % 8) * 32],
+                    &q[size_t(m) * K + size_t(b / 8) * 256 + size_t(kOrder[b % 8]) * 32], 32);
+  }
+}
+
+namespace {
 
 // ---------------------------------------------------------------- portable
 
@@ -241,7 +243,6 @@ float row_portable(QType t, const uint8_t* wr, const XQ& xq, int m) {
 // 2-core Zen 5 VM (bench_quant_kernels, 2 threads, 2 MB pages, 5 rounds alternating 1, 2 and
 // 4 KB): medians q4_k 63.7 / 63.0 / 54.9 GB/s, q6_k 56.6 / 57.2 / 57.2, q8_0 59.4 / 60.7 / 53.9.
 constexpr int kPrefetch = 2048;
-constexpr int kStreams = 4;
 
 ZQ_TARGET inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 ZQ_TARGET inline __m512 pair_ps(float a, float b) {
@@ -437,22 +438,6 @@ constexpr ScaleControl kQ4kControl[4] = {scale_control(0, 0, 2, 2), scale_contro
 constexpr ScaleControl kQ6kControl[2] = {scale_control(0, 1, 2, 3), scale_control(4, 5, 6, 7)};
 ZQ_TARGET inline __m512i load_control(const ScaleControl& c) { return _mm512_load_si512(c.b); }
 
-// A q4_k super-block's eight 6-bit scales and eight 6-bit mins (quant::q4k_scale_min), as
-// 16-bit lanes 0-7 and 8-15. The 12 bytes u hold sc0-3 | mn0-3 in the low 6 bits of u[0-3] |
-// u[4-7], and sc4-7 | mn4-7 in the low | high nibbles of u[8-11] with their top 2 bits in the
-// top 2 bits of u[0-3] | u[4-7]. (The 16-byte load reads 4 bytes of the levels after them.)
-ZQ_TARGET inline __m256i q4k_scales_mins(const uint8_t* scales) {
-  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
-  // a: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part takes
-  __m128i a = _mm_shuffle_epi8(u, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  a = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-  // b: the top 2 bits of u0-3 (for sc4-7) and u4-7 (for mn4-7) at bits 4-5
-  const __m128i b = _mm_shuffle_epi8(u, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
-  return _mm256_cvtepu8_epi16(_mm_or_si128(a, hi));
-}
-
 // q4_k: per super-block two 64-byte loads of nibbles, low (& 0x0F) and high (>> 4) against
 // x laid out in the same block order (XQ::qk), the 6-bit scales and mins unpacked in vector
 // registers (in scalar code they took as many instructions as the products). Per super-block and x
@@ -567,7 +552,7 @@ void kern_native(QType t, const uint8_t* const* wr, const XQ& xq, int m0, float*
 // read side by side (see the kernels above).
 void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int n0, int n1, float beta) {
   const size_t rb = quant::qtype_row_bytes(t, xq.K);
-  const bool native = use_native();
+  const Tier tr = tier();
   const int S = std::min(kStreams, n1 - n0);
   int start[kStreams + 1];
   for (int p = 0; p <= S; ++p) start[p] = n0 + int(int64_t(n1 - n0) * p / std::max(S, 1));
@@ -581,13 +566,16 @@ void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int 
     }
   };
   int k = 0;
-  // Decode: a row of every stream at once. Not q4_0 (a fallback type whose kernel is one
-  // pair loop per row): it read 7 GB/s that way on 2 threads against 10 row by row.
-  if (native && xq.M == 1 && S == kStreams && t != QType::Q4_0)
+  // Decode: a row of every stream at once. Not q4_0 (a fallback type whose AVX-512 kernel is
+  // one pair loop per row): it read 7 GB/s that way on 2 threads against 10 row by row.
+  if (tr != Tier::Portable && xq.M == 1 && S == kStreams && t != QType::Q4_0)
     for (const int common = start[1] - start[0]; k < common; ++k) {  // every stream has >= common rows
       const uint8_t* wr[kStreams];
       for (int p = 0; p < kStreams; ++p) wr[p] = W + size_t(start[p] + k) * rb;
-      kern_native<1, kStreams>(t, wr, xq, 0, out);
+      if (tr == Tier::Vnni512)
+        kern_native<1, kStreams>(t, wr, xq, 0, out);
+      else
+        qkern::kern_avx2(t, 1, kStreams, wr, xq, 0, out);
       for (int p = 0; p < kStreams; ++p) store(start[p] + k, 0, 1, &out[p]);
     }
   for (; k < rows; ++k)
@@ -597,8 +585,10 @@ void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int 
       const uint8_t* wr = W + size_t(r) * rb;
       for (int m0 = 0; m0 < xq.M; m0 += 4) {
         const int mr = std::min(4, xq.M - m0);
-        if (!native)
+        if (tr == Tier::Portable)
           for (int i = 0; i < mr; ++i) out[i] = row_portable(t, wr, xq, m0 + i);
+        else if (tr == Tier::Avx2)
+          qkern::kern_avx2(t, mr, 1, &wr, xq, m0, out);
         else if (mr == 4)
           kern_native<4, 1>(t, &wr, xq, m0, out);
         else if (mr == 3)
@@ -644,15 +634,21 @@ void quantize_activations(const float* x, int K, int block, int8_t* q, float* d)
   quantize_blocks(x, K, block, q, d, nullptr, nullptr);
 }
 
-const char* linear_quant_kernel() { return use_native() ? "avx512vnni" : "portable"; }
-void linear_quant_force_portable(bool on) { g_portable = on; }
+const char* linear_quant_kernel() {
+  switch (tier()) {
+    case Tier::Vnni512: return "avx512vnni";
+    case Tier::Avx2: return "avx2";
+    default: return "portable";
+  }
+}
+void linear_quant_force(QuantKernel k) { g_cap = int(k); }
 void linear_quant_set_gemm_rows(int rows) { g_gemm_rows = rows; }
 
 void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
                   float beta) {
   if (M <= 0 || N <= 0) return;
   const int gr = g_gemm_rows.load(std::memory_order_relaxed);
-  if (gr > 0 && M >= gr && bf16_gemm_supported() && !g_portable.load(std::memory_order_relaxed))
+  if (gr > 0 && M >= gr && bf16_gemm_supported() && cap() != QuantKernel::Portable)
     return gemm_tiles(t, y, ldy, x, ldx, static_cast<const uint8_t*>(W), M, N, K, beta);
   if (size_t(N) * K > 65536 && !omp_in_parallel()) {
 #pragma omp parallel
@@ -660,7 +656,7 @@ void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const voi
     return;
   }
   static thread_local XQ xq;
-  xq.prepare(t, x, ldx, M, K, use_native());
+  xq.prepare(t, x, ldx, M, K, tier() == Tier::Vnni512);
   rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), 0, N, beta);
 }
 
@@ -668,7 +664,7 @@ void linear_quant_team(QType t, float* y, int ldy, const float* x, int ldx, cons
                        float beta, const float* cuts) {
   if (M <= 0 || N <= 0) return;
   static thread_local XQ xq;  // each thread quantizes x itself (a few KB): cheaper than a barrier
-  xq.prepare(t, x, ldx, M, K, use_native());
+  xq.prepare(t, x, ldx, M, K, tier() == Tier::Vnni512);
   const RowRange r = team_rows(N, cuts);
   rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), r.n0, r.n1, beta);
 }

@@ -3,8 +3,9 @@
 //   Decode (M < 16): x is quantized to int8 with an fp32 scale per block, as llama.cpp
 //   quantizes activations: per 32 (q8_0) against q8_0 and q4_0 weights, per 256 (q8_K)
 //   against the k-quants, whose super-block is then one integer sum of sub-block scale times
-//   dot product, scaled once. AVX-512 VNNI (vpdpbusd, vpdpwssd) where the CPU has it, a
-//   portable loop with the same integer sums otherwise (chosen at run time).
+//   dot product, scaled once. AVX-512 VNNI (vpdpbusd, vpdpwssd) where the CPU has it, else
+//   AVX2 (vpmaddubsw, vpmaddwd: linear_quant_avx2.cpp), else a portable loop, all with the
+//   same integer sums (chosen at run time).
 //   Prefill (M >= 16, where the CPU has AVX512-BF16 or AMX): W is dequantized a tile of rows
 //   at a time into bf16 and multiplied on the bf16 GEMM (gemm_bf16_weights: the matrix units).
 #pragma once
@@ -25,16 +26,19 @@ void linear_quant(quant::QType t, float* y, int ldy, const float* x, int ldx, co
 void linear_quant_team(quant::QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
                        float beta = 0.f, const float* cuts = nullptr);
 
-// "avx512vnni" or "portable"; force_portable switches the process to the portable loop.
+// The decode kernels the process runs: "avx512vnni", "avx2" or "portable", the best the CPU
+// has. linear_quant_force caps them for the whole process (tests, benches): at AVX2 or at the
+// portable loop; Auto restores the best.
+enum class QuantKernel { Auto, Avx2, Portable };
 const char* linear_quant_kernel();
-void linear_quant_force_portable(bool on);
+void linear_quant_force(QuantKernel k);
 // Tests: M rows from which prefill dequantizes tiles to bf16 (0 disables that path).
 void linear_quant_set_gemm_rows(int rows);
 
 // x as the decode kernels see it: int8 levels q[K] and one fp32 scale per `block` elements
 // (x ~ d * q; block 32 or 256, K a multiple of it; activation_block gives the block a weight
-// type's kernel takes). AVX-512 where the CPU has it (and the portable loop is not forced),
-// the same bits either way.
+// type's kernel takes). AVX-512 or AVX2 where the CPU has it (as linear_quant_force allows),
+// the same bits any way.
 int activation_block(quant::QType t);
 void quantize_activations(const float* x, int K, int block, int8_t* q, float* d);
 

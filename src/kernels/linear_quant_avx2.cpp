@@ -1,0 +1,295 @@
+// The decode kernels over quantized weights in AVX2 (with FMA and F16C): for
+// CPUs without AVX-512 VNNI (AMD Zen 2 and 3, Intel client cores), where the
+// portable loop would run. The integer products are vpmaddubsw (unsigned x
+// signed bytes, pairs summed into 16 bits) and vpmaddwd (16-bit pairs into 32
+// bits, by ones or by the sub-block scales), llama.cpp's AVX2 scheme: each
+// block's or super-block's sum is exact in integers, then scaled once in float,
+// as the other kernels do. x is in natural order (XQ::q), one scale per block.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/linear_quant_xq.h"
+
+#define ZA_TARGET __attribute__((target("avx2,fma,f16c")))
+
+namespace zaya::qkern {
+
+namespace {
+
+using quant::BlockQ4_0;
+using quant::BlockQ4_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_0;
+
+// Bytes of software prefetch ahead of the weight read (hardware prefetch stops
+// at pages).
+constexpr int kPrefetch = 2048;
+
+ZA_TARGET inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+ZA_TARGET inline float hsum(__m256 v) {
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+ZA_TARGET inline int hsum_epi32(__m256i v) {
+  __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+  return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
+}
+// Prefetches [p + kPrefetch, p + kPrefetch + bytes) at most 64 bytes apart.
+template <int Bytes>
+ZA_TARGET inline void prefetch_block(const uint8_t *p) {
+  for (int o = 0; o < Bytes; o += 60) _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetch + o, _MM_HINT_T0);
+}
+ZA_TARGET inline __m256i load32(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+
+// 32 signed levels w against 32 signed x: |w| (unsigned, <= 128) times x with
+// w's sign, so that vpmaddubsw's pairs stay within 16 bits (2 * 128 * 127); 8
+// int32 sums of 4.
+ZA_TARGET inline __m256i sdot32(__m256i w, __m256i x) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// vpshufb controls that copy one 16-bit element to every 16-bit lane of its
+// 128-bit lane: element lo in the low lane, hi in the high lane. Built at
+// compile time.
+struct alignas(32) Spread {
+  uint8_t b[32];
+};
+constexpr Spread spread(int lo, int hi) {
+  Spread s{};
+  for (int i = 0; i < 16; ++i) {
+    s.b[i] = uint8_t(2 * lo + (i & 1));
+    s.b[16 + i] = uint8_t(2 * hi + (i & 1));
+  }
+  return s;
+}
+// q4_k: block j's scale over a whole vector (both lanes from the same broadcast
+// scales).
+constexpr Spread kQ4kSpread[8] = {spread(0, 0), spread(1, 1), spread(2, 2), spread(3, 3),
+                                  spread(4, 4), spread(5, 5), spread(6, 6), spread(7, 7)};
+// q6_k: a vector of 32 levels spans two scales of 16: scales 2k | 2k + 1 of the
+// eight in both lanes.
+constexpr Spread kQ6kSpread[4] = {spread(0, 1), spread(2, 3), spread(4, 5), spread(6, 7)};
+ZA_TARGET inline __m256i ctl(const Spread &s) { return _mm256_load_si256(reinterpret_cast<const __m256i *>(s.b)); }
+
+// Every loop over r (W rows) and i (x rows) is unrolled so that the
+// accumulators stay in registers; decode runs NR = kStreams rows side by side
+// (see linear_quant.cpp's rows_range).
+
+// q8_0 and q4_0: one block of 32 at a time, levels signed.
+template <int MR, int NR, class Levels>
+ZA_TARGET void kern_32(const uint8_t *const *wr, int bbytes, const XQ &xq, int m0, float *out, Levels levels) {
+  __m256 acc[NR][MR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[r][i] = _mm256_setzero_ps();
+  for (int b = 0; b < xq.nb; ++b)
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t *p = wr[r] + size_t(b) * bbytes;
+      _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetch, _MM_HINT_T0);
+      uint16_t dh;
+      std::memcpy(&dh, p, 2);
+      const float dw = h2f(dh);
+      const __m256i w = levels(p + 2);
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const __m256i s = sdot32(w, load32(xq.qrow(m0 + i) + 32 * b));
+        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * xq.drow(m0 + i)[b]), acc[r][i]);
+      }
+    }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum(acc[r][i]);
+}
+
+struct LevelsQ8_0 {
+  ZA_TARGET __m256i operator()(const uint8_t *qs) const { return load32(qs); }
+};
+struct LevelsQ4_0 {  // 16 bytes: elements 0-15 in the low nibbles, 16-31 in the
+                     // high ones; minus 8
+  ZA_TARGET __m256i operator()(const uint8_t *qs) const {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(qs));
+    const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+    return _mm256_sub_epi8(u, _mm256_set1_epi8(8));
+  }
+};
+
+// q4_k: per 64 levels one 32-byte load, low nibbles block 2c, high nibbles
+// block 2c + 1 (levels 0..15, unsigned); vpmaddwd by the block's 6-bit scale
+// sums each block into int32 lanes. Per super-block and x row: d dx sum_j sc_j
+// (w_j . x_j) - dmin dx sum_j mn_j sum(x_j) (the mins against x's sums per 32,
+// one vpmaddwd).
+template <int MR, int NR>
+ZA_TARGET void kern_q4_k(const uint8_t *const *wr, const XQ &xq, int m0, float *out) {
+  __m256 acc[NR][MR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[r][i] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int s = 0; s < xq.ns; ++s)
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ4_K *b = reinterpret_cast<const BlockQ4_K *>(wr[r]) + s;
+      prefetch_block<144>(reinterpret_cast<const uint8_t *>(b));
+      int dd;
+      std::memcpy(&dd, b, 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dd));  // d, dmin
+      const __m256i scmn = q4k_scales_mins(b->scales);
+      const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scmn));
+      const __m128i mn = _mm256_extracti128_si256(scmn, 1);
+      __m256i lo[4], hi[4];
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = load32(b->qs + 32 * c);
+        lo[c] = _mm256_and_si256(v, m4);
+        hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const int8_t *x = xq.qrow(m0 + i) + 256 * s;
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+          const __m256i pl = _mm256_maddubs_epi16(lo[c], load32(x + 64 * c));
+          const __m256i ph = _mm256_maddubs_epi16(hi[c], load32(x + 64 * c + 32));
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc, ctl(kQ4kSpread[2 * c]))));
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc, ctl(kQ4kSpread[2 * c + 1]))));
+        }
+        const __m128i msum =
+            _mm_madd_epi16(mn, _mm_loadu_si128(reinterpret_cast<const __m128i *>(xq.bs32row(m0 + i) + 8 * s)));
+        const float dx = xq.drow(m0 + i)[s];
+        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(_mm_cvtss_f32(dm) * dx), acc[r][i]);
+        acc[r][i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)),
+                                     _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dm)) * dx), acc[r][i]);
+      }
+    }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum(acc[r][i]);
+}
+
+// q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the
+// offset of 32 is taken off in the integers, as 32 sum_g sc_g sum(x_g)
+// (vpmaddwd of the scales against x's sums per 16). Per half of 128 levels:
+// ql's 64 bytes hold levels 0-63's low nibbles (bytes 0-31 for 0-31, 32-63 for
+// 32-63) and 64-127's (their high nibbles); qh's 32 bytes hold the two high
+// bits of levels l, l + 32, l + 64, l + 96 at bits 0-1, 2-3, 4-5, 6-7 of byte
+// l.
+template <int MR, int NR>
+ZA_TARGET void kern_q6_k(const uint8_t *const *wr, const XQ &xq, int m0, float *out) {
+  __m256 acc[NR][MR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[r][i] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  for (int s = 0; s < xq.ns; ++s)
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ6_K *b = reinterpret_cast<const BlockQ6_K *>(wr[r]) + s;
+      prefetch_block<210>(reinterpret_cast<const uint8_t *>(b));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales)));
+      const float d = h2f(b->d);
+      __m256i w[8], scl[8];
+      for (int n = 0; n < 2; ++n) {
+        const __m256i ql0 = load32(b->ql + 64 * n), ql1 = load32(b->ql + 64 * n + 32), qh = load32(b->qh + 32 * n);
+        w[4 * n] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        w[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        w[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+        w[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        const __m256i half = _mm256_permute2x128_si256(sc16, sc16, n ? 0x11 : 0x00);  // scales 8n..8n+7, both lanes
+        for (int k = 0; k < 4; ++k) scl[4 * n + k] = _mm256_shuffle_epi8(half, ctl(kQ6kSpread[k]));
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const int8_t *x = xq.qrow(m0 + i) + 256 * s;
+        __m256i isum = _mm256_setzero_si256();
+        for (int v = 0; v < 8; ++v)
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(w[v], load32(x + 32 * v)), scl[v]));
+        const __m256i osum = _mm256_madd_epi16(sc16, load32(xq.bs16row(m0 + i) + 16 * s));
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(osum, 5));
+        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xq.drow(m0 + i)[s]), acc[r][i]);
+      }
+    }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum(acc[r][i]);
+}
+
+template <int MR, int NR>
+void kern(QType t, const uint8_t *const *wr, const XQ &xq, int m0, float *out) {
+  switch (t) {
+    case QType::Q8_0:
+      return kern_32<MR, NR>(wr, 34, xq, m0, out, LevelsQ8_0{});
+    case QType::Q4_0:
+      return kern_32<MR, NR>(wr, 18, xq, m0, out, LevelsQ4_0{});
+    case QType::Q4_K:
+      return kern_q4_k<MR, NR>(wr, xq, m0, out);
+    case QType::Q6_K:
+      return kern_q6_k<MR, NR>(wr, xq, m0, out);
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+void kern_avx2(QType t, int MR, int NR, const uint8_t *const *wr, const XQ &xq, int m0, float *out) {
+  if (NR == kStreams) return kern<1, kStreams>(t, wr, xq, m0, out);
+  switch (MR) {
+    case 4:
+      return kern<4, 1>(t, wr, xq, m0, out);
+    case 3:
+      return kern<3, 1>(t, wr, xq, m0, out);
+    case 2:
+      return kern<2, 1>(t, wr, xq, m0, out);
+    default:
+      return kern<1, 1>(t, wr, xq, m0, out);
+  }
+}
+
+// The same bits as the portable loop: the same float products, vcvtps2dq rounds
+// to nearest even as nearbyint does, and a NaN is skipped by the max (vmaxps
+// returns its second operand when the first is NaN) as std::max skips it.
+ZA_TARGET void quantize_blocks_avx2(const float *x, int K, int B, int8_t *q, float *d, float *dsum, int16_t *bsum16) {
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  for (int b = 0; b < K / B; ++b) {
+    const float *xb = x + size_t(B) * b;
+    __m256 m = _mm256_setzero_ps();
+    for (int g = 0; g < B / 8; ++g) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * g)), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+    const float s = amax / 127.f, is = s > 0 ? 1.f / s : 0.f;
+    d[b] = s;
+    const __m256 vis = _mm256_set1_ps(is);
+    int total = 0;
+    for (int g = 0; g < B / 16; ++g) {
+      const float *xg = xb + 16 * g;
+      const auto level = [&](int o) ZA_TARGET {
+        return _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + o), vis)), hi),
+                                lo);
+      };
+      const __m256i i0 = level(0), i1 = level(8);
+      const __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i0, i1),
+                                                   0xD8);  // 16 x int16 in order
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(q + size_t(B) * b + 16 * g),
+                       _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1)));
+      const int sum = hsum_epi32(_mm256_add_epi32(i0, i1));
+      if (bsum16) bsum16[size_t(B / 16) * b + g] = int16_t(sum);
+      total += sum;
+    }
+    if (dsum) dsum[b] = s * float(total);
+  }
+}
+
+}  // namespace zaya::qkern

@@ -1,0 +1,75 @@
+// Internal to the decode kernels over quantized weights (linear_quant.cpp, the
+// AVX-512 VNNI and portable kernels; linear_quant_avx2.cpp, the AVX2 kernels):
+// x as the integer kernels read it, and the AVX2 entry points.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/blocks.h"
+
+namespace zaya::qkern {
+
+using quant::QType;
+
+// W rows read side by side in decode (one x row): each kernel call takes a row
+// of each.
+constexpr int kStreams = 4;
+
+// x quantized for the integer kernels, per row. q8_0 and q4_0 (blocks of 32):
+// levels q[K], per block the scale d and the scale times the block's level sum
+// (dsum: q8_0's offset of 128), and for the native kernels dpair, the scales as
+// 16 lanes per pair of blocks (8 lanes each; 0 past the end). q4_k and q6_k
+// (super-blocks of 256): levels q[K] with one scale d per super-block and the
+// level sums per 16 (bs16), and for q4_k's native kernel the levels of each
+// super-block in block order 0 2 1 3 4 6 5 7 (qk: one 64-byte load of nibbles
+// holds blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its high ones)
+// and the sums per 32 (bs32).
+struct XQ {
+  QType t = QType::Q8_0;
+  int M = 0, K = 0, nb = 0, np = 0,
+      ns = 0;  // blocks of 32, pairs of them, blocks of the scale d
+  std::vector<int8_t> q, qk;
+  std::vector<float> d, dsum, dpair;
+  std::vector<int16_t> bs16, bs32;
+  // native: the layouts the AVX-512 kernels also read (dpair, qk).
+  void prepare(QType t_, const float *x, int ldx, int M_, int K_, bool native);
+  const int8_t *qrow(int m) const { return &q[size_t(m) * K]; }
+  const int8_t *qkrow(int m) const { return &qk[size_t(m) * K]; }
+  const float *drow(int m) const { return &d[size_t(m) * ns]; }
+  const float *dsumrow(int m) const { return &dsum[size_t(m) * nb]; }
+  const float *dpairrow(int m) const { return &dpair[size_t(m) * np * 16]; }
+  const int16_t *bs16row(int m) const { return &bs16[size_t(m) * K / 16]; }
+  const int16_t *bs32row(int m) const { return &bs32[size_t(m) * nb]; }
+};
+
+// A q4_k super-block's eight 6-bit scales and eight 6-bit mins
+// (quant::q4k_scale_min), as 16-bit lanes 0-7 and 8-15. The 12 bytes u hold
+// sc0-3 | mn0-3 in the low 6 bits of u[0-3] | u[4-7], and sc4-7 | mn4-7 in the
+// low | high nibbles of u[8-11] with their top 2 bits in the top 2 bits of
+// u[0-3] | u[4-7]. (The 16-byte load reads 4 bytes of the levels after them.)
+// Targeted at AVX2 so that both the AVX-512 and the AVX2 kernels inline it.
+__attribute__((target("avx2"))) inline __m256i q4k_scales_mins(const uint8_t *scales) {
+  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i *>(scales));
+  // a: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part
+  // takes
+  __m128i a = _mm_shuffle_epi8(u, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  a = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  // b: the top 2 bits of u0-3 (for sc4-7) and u4-7 (for mn4-7) at bits 4-5
+  const __m128i b = _mm_shuffle_epi8(u, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
+  return _mm256_cvtepu8_epi16(_mm_or_si128(a, hi));
+}
+
+// The x-to-int8 loop (linear_quant.cpp's quantize_blocks) in AVX2: the same
+// bits.
+void quantize_blocks_avx2(const float *x, int K, int B, int8_t *q, float *d, float *dsum, int16_t *bsum16);
+
+// NR W rows (wr[r]) against MR x rows from m0 (MR 1..4; NR 1 or kStreams):
+// out[r * MR + i], the same integer sums per block as the other kernels. Types
+// q8_0, q4_0, q4_k, q6_k; x as prepare(..., native = false) leaves it.
+void kern_avx2(QType t, int MR, int NR, const uint8_t *const *wr, const XQ &xq, int m0, float *out);
+
+}  // namespace zaya::qkern
