@@ -201,9 +201,9 @@ int main(int argc, char** argv) {
       else if (a == "--small-pages") huge = false;
       else if (a == "--kernel") {
         const std::string k = val();
-        if (k == "auto") linear_quant_force(QuantKernel::Auto);
-        else if (k == "avx2") linear_quant_force(QuantKernel::Avx2);
-        else if (k == "portable") linear_quant_force(QuantKernel::Portable);
+        if (k == "auto") linear_quant_force(KernelTier::Auto);
+        else if (k == "avx2") linear_quant_force(KernelTier::Avx2);
+        else if (k == "portable") linear_quant_force(KernelTier::Portable);
         else fail("--kernel: '" + k + "' is not auto, avx2 or portable");
       } else fail("unknown argument '" + a + "' (--n --k --gb --passes --threads --types --small-pages --attention --kernel)");
     }

@@ -131,9 +131,12 @@ TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
                 0.05);
 }
 
-TEST(InferBf16, PortableAndNativeKernelsAgree) {
-  // Up to 8 rows: the decode kernel (4 streams up to 4 rows, 3 streams up to 8); 9: the
-  // block kernel. N 9 and 37: streams of unequal length.
+// Every tier (AVX512-BF16, AVX2, portable; a tier the CPU lacks runs the next) against the
+// exact product of x rounded to bf16.
+TEST(InferBf16, EveryKernelTierMatchesTheExactProduct) {
+  // AVX512-BF16, up to 8 rows: the decode kernel (4 streams up to 4 rows, 3 streams up to 8);
+  // 9: the block kernel. AVX2: streams up to 4 rows (4 streams, 2 from 3 rows on). N 9 and
+  // 37: streams of unequal length; K 70: a tail past the last 8 (AVX2) or 32 (AVX-512).
   for (int M : {1, 3, 5, 8, 9})
   for (int N : {9, 37})
   for (int K : {24, 32, 70, 256}) {
@@ -142,18 +145,19 @@ TEST(InferBf16, PortableAndNativeKernelsAgree) {
     Philox r(K, 2);
     for (auto& v : x) v = float(r.normal());
     for (size_t i = 0; i < w.size(); ++i) w[i] = to_bf16(float(r.normal())), wf[i] = from_bf16(w[i]);
-    std::vector<float> y(size_t(M) * N, 1.f), yp(y);
-    linear_bf16(y.data(), N, x.data(), K, w.data(), M, N, K);
-    linear_bf16_force_portable(true);
-    linear_bf16(yp.data(), N, x.data(), K, w.data(), M, N, K);
-    linear_bf16_force_portable(false);
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j) {
-        double ref = 0;  // x rounded to bf16, exact products
-        for (int k = 0; k < K; ++k) ref += double(from_bf16(to_bf16(x[size_t(i) * K + k]))) * wf[size_t(j) * K + k];
-        EXPECT_NEAR(y[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << linear_bf16_kernel() << " M " << M << " N " << N << " K " << K;
-        EXPECT_NEAR(yp[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref))) << "portable K " << K;
-      }
+    for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
+      std::vector<float> y(size_t(M) * N, 1.f);
+      linear_bf16_force(tier);
+      linear_bf16(y.data(), N, x.data(), K, w.data(), M, N, K);
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          double ref = 0;  // x rounded to bf16, exact products
+          for (int k = 0; k < K; ++k) ref += double(from_bf16(to_bf16(x[size_t(i) * K + k]))) * wf[size_t(j) * K + k];
+          EXPECT_NEAR(y[size_t(i) * N + j], ref, 1e-4 * (1 + std::fabs(ref)))
+              << linear_bf16_kernel() << " M " << M << " N " << N << " K " << K;
+        }
+      linear_bf16_force(KernelTier::Auto);
+    }
   }
 }
 
@@ -201,19 +205,19 @@ static void random_linear(int M, int N, int K, uint64_t seed, std::vector<float>
 // Decode's team form (each thread of a running region a share of the rows) gives the very
 // sums of one call, for any number of threads, uneven splits and more rows than a tile.
 TEST(InferBf16, TeamSplitEqualsOneCall) {
-  for (bool portable : {false, true})
-    for (int M : {1, 5, 8, 70})
+  for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable})
+    for (int M : {1, 3, 5, 8, 70})
       for (int N : {37, 1000}) {  // 1000 x 70: one call opens a region of its own
         const int K = 70;
         std::vector<float> x, wf;
         std::vector<bf16> w;
         random_linear(M, N, K, 11 + M, x, w, wf);
-        linear_bf16_force_portable(portable);
+        linear_bf16_force(tier);
         // One call on the same kernel: below 16 rows linear_bf16 is our kernel; from 16 on it
         // is oneDNN unless forced portable, so the 70-row native case compares within rounding.
         std::vector<float> one(size_t(M) * N, 0.f), inner(one);
         linear_bf16(one.data(), N, x.data(), K, w.data(), M, N, K);
-        const bool exact = portable || M < 16;
+        const bool exact = tier == KernelTier::Portable || M < 16;
         // Called by one thread of a running region (CCA's conv groups): the same sums.
 #pragma omp parallel num_threads(2)
 #pragma omp single
@@ -236,7 +240,7 @@ TEST(InferBf16, TeamSplitEqualsOneCall) {
               ASSERT_NEAR(team[i], one[i], 1e-4 * (1 + std::fabs(one[i]))) << "M " << M << " threads " << threads;
           }
         }
-        linear_bf16_force_portable(false);
+        linear_bf16_force(KernelTier::Auto);
       }
 }
 
@@ -250,9 +254,9 @@ TEST(InferBf16, OneDnnGemmAgreesWithOwnKernel) {
   random_linear(M, N, K, 5, x, w, wf);
   std::vector<float> y(size_t(M) * N, 0.5f), own(y);
   linear_bf16(y.data(), N, x.data(), K, w.data(), M, N, K, 1.f);  // beta 1: accumulates
-  linear_bf16_force_portable(true);
+  linear_bf16_force(KernelTier::Portable);
   linear_bf16(own.data(), N, x.data(), K, w.data(), M, N, K, 1.f);
-  linear_bf16_force_portable(false);
+  linear_bf16_force(KernelTier::Auto);
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], own[i], 1e-4 * (1 + std::fabs(own[i]))) << i;
 }
 

@@ -178,7 +178,7 @@ TEST(QuantBlocks, BadScalesAreFound) {
 // is skipped by the block's max, huge values do not overflow. (On a CPU without AVX-512,
 // Auto runs the AVX2 loop: both rounds then check it.)
 TEST(QuantKernels, ActivationQuantizationSameBitsEveryLoop) {
-  for (const QuantKernel kern : {QuantKernel::Auto, QuantKernel::Avx2})
+  for (const KernelTier kern : {KernelTier::Auto, KernelTier::Avx2})
     for (const int B : {32, 256}) {
       const int K = B * 9;
       auto x = gaussian(size_t(K), 77, 3.f);
@@ -191,9 +191,9 @@ TEST(QuantKernels, ActivationQuantizationSameBitsEveryLoop) {
       std::vector<float> da(size_t(K / B)), db(size_t(K / B));
       linear_quant_force(kern);
       quantize_activations(x.data(), K, B, qa.data(), da.data());
-      linear_quant_force(QuantKernel::Portable);
+      linear_quant_force(KernelTier::Portable);
       quantize_activations(x.data(), K, B, qb.data(), db.data());
-      linear_quant_force(QuantKernel::Auto);
+      linear_quant_force(KernelTier::Auto);
       for (int b = 0; b < K / B; ++b) {
         ASSERT_EQ(std::memcmp(&da[size_t(b)], &db[size_t(b)], 4), 0) << "B " << B << " block " << b;
         for (int j = 0; j < B; ++j) {
@@ -253,7 +253,7 @@ TEST(QuantKernels, MatchDequantizeThenDot) {
             ref[size_t(m) * N + n] = s, mag[size_t(m) * N + n] = a;
           }
         }
-        for (const QuantKernel kern : {QuantKernel::Auto, QuantKernel::Avx2, QuantKernel::Portable}) {
+        for (const KernelTier kern : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
           linear_quant_force(kern);
           for (float beta : {0.f, 1.f}) {
             std::vector<float> y(size_t(M) * ldy, 0.25f);
@@ -268,7 +268,7 @@ TEST(QuantKernels, MatchDequantizeThenDot) {
             }
           }
         }
-        linear_quant_force(QuantKernel::Auto);
+        linear_quant_force(KernelTier::Auto);
       }
     }
   }

@@ -19,9 +19,17 @@ namespace zaya {
 
 namespace {
 
-std::atomic<bool> g_portable{false};
+std::atomic<int> g_cap{int(KernelTier::Auto)};  // linear_bf16_force
 
-bool use_native() { return !g_portable.load(std::memory_order_relaxed) && cpu_features().avx512_bf16; }
+// The kernels this process runs: the best the CPU has, at most what linear_bf16_force allows.
+enum class Tier { Avx512Bf16, Avx2, Portable };
+Tier tier() {
+  const KernelTier c = KernelTier(g_cap.load(std::memory_order_relaxed));
+  if (c == KernelTier::Auto && cpu_features().avx512_bf16) return Tier::Avx512Bf16;
+  if (c != KernelTier::Portable && cpu_features().avx2 && __builtin_cpu_supports("fma")) return Tier::Avx2;
+  return Tier::Portable;
+}
+bool use_native() { return tier() == Tier::Avx512Bf16; }
 
 // x rows rounded to bf16 at offset `lead` of rows of Kp elements (a multiple of 32: one
 // vdpbf16ps step), zeros around them.
@@ -155,6 +163,54 @@ void streams_native(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, in
 constexpr int kStreamRows = 8;
 constexpr int kStreams = 4;  // 8 streams read slower than 4 (45 against 56 GB/s)
 
+// AVX2 (CPUs without AVX512-BF16): W widened to fp32 by a 16-bit shift, x rounded to bf16 as
+// the other kernels round it and held widened (xf, rows of K), FMA; S streams as above. With
+// 16 vector registers, S x MR accumulators stay at 8 or fewer.
+constexpr int kAvx2StreamRows = 4;
+template <int S, int MR>
+__attribute__((target("avx2,fma"))) void stream_rows_avx2(float* y, int ldy, const float* xf, const bf16* W,
+                                                          const int* start, int count, int K, float beta) {
+  const int full = K / 8;
+  for (int r = 0; r < count; ++r) {
+    const bf16* wr[S];
+    for (int p = 0; p < S; ++p) wr[p] = W + size_t(start[p] + r) * K;
+    __m256 acc[MR][S];
+    for (int i = 0; i < MR; ++i)
+      for (int p = 0; p < S; ++p) acc[i][p] = _mm256_setzero_ps();
+    for (int s = 0; s < full; ++s) {
+      const int k = s * 8;
+      for (int p = 0; p < S; ++p) {
+        if (s % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(wr[p] + k) + kPrefetch, _MM_HINT_T0);
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr[p] + k));
+        const __m256 w = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        for (int i = 0; i < MR; ++i) acc[i][p] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xf + size_t(i) * K + k), acc[i][p]);
+      }
+    }
+    for (int p = 0; p < S; ++p)
+      for (int i = 0; i < MR; ++i) {
+        const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(acc[i][p]), _mm256_extractf128_ps(acc[i][p], 1));
+        const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+        float v = _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+        for (int k = full * 8; k < K; ++k) v += from_bf16(wr[p][k]) * xf[size_t(i) * K + k];
+        float* o = y + size_t(i) * ldy + start[p] + r;
+        *o = beta == 0.f ? v : *o * beta + v;
+      }
+  }
+}
+
+// Rows [n0, n1) as in streams_native.
+template <int S, int MR>
+void streams_avx2(float* y, int ldy, const float* xf, const bf16* W, int n0, int n1, int K, float beta) {
+  const int rows = n1 - n0, base = rows / S, extra = rows % S;
+  int start[S];
+  for (int p = 0; p < S; ++p) start[p] = n0 + p * base + std::min(p, extra);
+  if (base > 0) stream_rows_avx2<S, MR>(y, ldy, xf, W, start, base, K, beta);
+  for (int p = 0; p < extra; ++p) {
+    const int row = start[p] + base;
+    stream_rows_avx2<1, MR>(y, ldy, xf, W, &row, 1, K, beta);
+  }
+}
+
 // Elements between W and the 64-byte boundary before it, when every row starts as far from
 // one (K % 32 == 0); 0 otherwise (then loads are unaligned).
 int weight_lead(const bf16* W, int K) {
@@ -182,6 +238,19 @@ void decode_rows(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n
 // W) into this thread's buffer, then the stream kernel.
 void decode_range(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int K, float beta, int n0,
                   int n1) {
+  if (tier() == Tier::Avx2) {
+    static thread_local std::vector<float> xf;
+    xf.resize(size_t(M) * K);
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < K; ++k) xf[size_t(m) * K + k] = from_bf16(to_bf16(x[size_t(m) * ldx + k]));
+    if (n1 <= n0) return;
+    switch (M) {
+      case 1: return streams_avx2<kStreams, 1>(y, ldy, xf.data(), W, n0, n1, K, beta);
+      case 2: return streams_avx2<kStreams, 2>(y, ldy, xf.data(), W, n0, n1, K, beta);
+      case 3: return streams_avx2<2, 3>(y, ldy, xf.data(), W, n0, n1, K, beta);
+      default: return streams_avx2<2, 4>(y, ldy, xf.data(), W, n0, n1, K, beta);
+    }
+  }
   const int lead = weight_lead(W, K), Kl = (K + lead + 31) / 32 * 32;
   static thread_local std::vector<bf16> xl;
   round_rows(xl, x, ldx, M, K, Kl, lead);
@@ -213,8 +282,27 @@ void block_portable(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, in
 
 }  // namespace
 
-const char* linear_bf16_kernel() { return use_native() ? "avx512bf16" : "portable"; }
-void linear_bf16_force_portable(bool on) { g_portable = on; }
+const char* linear_bf16_kernel() {
+  switch (tier()) {
+    case Tier::Avx512Bf16: return "avx512bf16";
+    case Tier::Avx2: return "avx2";
+    default: return "portable";
+  }
+}
+void linear_bf16_force(KernelTier k) { g_cap = int(k); }
+
+namespace {
+
+// x rows up to which decode runs the stream kernels (decode_range); 0: none (portable).
+int stream_rows() {
+  switch (tier()) {
+    case Tier::Avx512Bf16: return kStreamRows;
+    case Tier::Avx2: return kAvx2StreamRows;
+    default: return 0;
+  }
+}
+
+}  // namespace
 
 namespace {
 
@@ -241,14 +329,14 @@ static bool use_gemm(int M) {
     const char* e = std::getenv("ZAYA_BF16_GEMM");
     return e && !std::strcmp(e, "own");
   }();
-  return M >= kGemmRows && !own && !g_portable.load(std::memory_order_relaxed) && bf16_gemm_supported();
+  return M >= kGemmRows && !own && tier() != Tier::Portable && bf16_gemm_supported();
 }
 
 void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
   if (M <= 0 || N <= 0) return;
   if (use_gemm(M)) return gemm_bf16_weights(M, N, K, x, ldx, W, beta, y, ldy);
   const int Kp = (K + 31) / 32 * 32;
-  if (use_native() && M <= kStreamRows) {
+  if (M <= stream_rows()) {
     // Decode: the team split in a region of its own, or all rows on this thread for a small
     // W or a caller already inside a region (CCA's conv groups, split over the team).
     if (size_t(N) * K > 65536 && !omp_in_parallel()) {
@@ -270,13 +358,13 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
   }
 }
 
-int linear_bf16_team_cut_rows() { return use_native() ? kStreamRows : 0; }
+int linear_bf16_team_cut_rows() { return stream_rows(); }
 
 void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta,
                       const float* cuts) {
   if (M <= 0 || N <= 0) return;
   // Each thread rounds x itself (a few KB): cheaper than a barrier.
-  if (use_native() && M <= kStreamRows) {
+  if (M <= stream_rows()) {
     // One contiguous range of rows per thread (2, 4 or geometrically shrinking ranges per
     // thread, taken dynamically, were no faster: each range's streams ramp up anew).
     const RowRange r = team_rows(N, cuts);

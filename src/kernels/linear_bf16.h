@@ -1,13 +1,14 @@
 // Linear layers over bf16 weights used in place (memory-mapped checkpoints):
 //   y[M, N] = x[M, K] W[N, K]^T, W bf16 row-major, x rounded to bf16, fp32 accumulation.
-// AVX512-BF16 (vdpbf16ps) when the CPU has it, a portable loop otherwise (same rounding
-// of x, so both give the same sums up to their order). OpenMP over blocks of output rows;
+// AVX512-BF16 (vdpbf16ps) when the CPU has it, else AVX2 for decode (W widened, FMA), else a
+// portable loop (the same rounding of x, so all give the same sums up to their order). OpenMP over blocks of output rows;
 // all M rows of x are done against a block of W while it is in L1, so a batch of decode
 // rows shares each weight read.
 #pragma once
 #include <cstddef>
 
 #include "core/bf16.h"
+#include "kernels/kernel_tier.h"
 
 namespace zaya {
 
@@ -27,9 +28,9 @@ void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W,
                       float beta = 0.f, const float* cuts = nullptr);
 int linear_bf16_team_cut_rows();
 
-// Which kernel runs: "avx512bf16" or "portable". force_portable (tests, comparisons)
-// switches the process to the portable loop.
+// Which kernel runs: "avx512bf16", "avx2" or "portable". linear_bf16_force caps the tier for
+// the whole process (kernels/kernel_tier.h: tests, comparisons).
 const char* linear_bf16_kernel();
-void linear_bf16_force_portable(bool on);
+void linear_bf16_force(KernelTier k);
 
 }  // namespace zaya

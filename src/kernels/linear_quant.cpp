@@ -30,7 +30,7 @@ using qkern::XQ;
 
 namespace {
 
-std::atomic<int> g_cap{int(QuantKernel::Auto)};  // linear_quant_force
+std::atomic<int> g_cap{int(KernelTier::Auto)};  // linear_quant_force
 std::atomic<int> g_gemm_rows{16};
 
 bool cpu_avx512() {
@@ -47,14 +47,14 @@ bool cpu_avx2() {
                          __builtin_cpu_supports("f16c");
   return ok;
 }
-QuantKernel cap() { return QuantKernel(g_cap.load(std::memory_order_relaxed)); }
+KernelTier cap() { return KernelTier(g_cap.load(std::memory_order_relaxed)); }
 
 // The kernels this process runs: the best the CPU has, at most what linear_quant_force allows.
 enum class Tier { Vnni512, Avx2, Portable };
 Tier tier() {
-  const QuantKernel c = cap();
-  if (c == QuantKernel::Auto && cpu_vnni()) return Tier::Vnni512;
-  if (c != QuantKernel::Portable && cpu_avx2()) return Tier::Avx2;
+  const KernelTier c = cap();
+  if (c == KernelTier::Auto && cpu_vnni()) return Tier::Vnni512;
+  if (c != KernelTier::Portable && cpu_avx2()) return Tier::Avx2;
   return Tier::Portable;
 }
 
@@ -113,9 +113,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_blocks_avx512
 }
 
 void quantize_blocks(const float* x, int K, int B, int8_t* q, float* d, float* dsum, int16_t* bsum16) {
-  if (cap() == QuantKernel::Auto && cpu_avx512())
+  if (cap() == KernelTier::Auto && cpu_avx512())
     quantize_blocks_avx512(x, K, B, q, d, dsum, bsum16);
-  else if (cap() != QuantKernel::Portable && cpu_avx2())
+  else if (cap() != KernelTier::Portable && cpu_avx2())
     qkern::quantize_blocks_avx2(x, K, B, q, d, dsum, bsum16);
   else
     quantize_blocks_portable(x, K, B, q, d, dsum, bsum16);
@@ -641,14 +641,14 @@ const char* linear_quant_kernel() {
     default: return "portable";
   }
 }
-void linear_quant_force(QuantKernel k) { g_cap = int(k); }
+void linear_quant_force(KernelTier k) { g_cap = int(k); }
 void linear_quant_set_gemm_rows(int rows) { g_gemm_rows = rows; }
 
 void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
                   float beta) {
   if (M <= 0 || N <= 0) return;
   const int gr = g_gemm_rows.load(std::memory_order_relaxed);
-  if (gr > 0 && M >= gr && bf16_gemm_supported() && cap() != QuantKernel::Portable)
+  if (gr > 0 && M >= gr && bf16_gemm_supported() && cap() != KernelTier::Portable)
     return gemm_tiles(t, y, ldy, x, ldx, static_cast<const uint8_t*>(W), M, N, K, beta);
   if (size_t(N) * K > 65536 && !omp_in_parallel()) {
 #pragma omp parallel

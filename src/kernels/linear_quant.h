@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kernel_tier.h"
 #include "quant/blocks.h"
 
 namespace zaya {
@@ -27,11 +28,9 @@ void linear_quant_team(quant::QType t, float* y, int ldy, const float* x, int ld
                        float beta = 0.f, const float* cuts = nullptr);
 
 // The decode kernels the process runs: "avx512vnni", "avx2" or "portable", the best the CPU
-// has. linear_quant_force caps them for the whole process (tests, benches): at AVX2 or at the
-// portable loop; Auto restores the best.
-enum class QuantKernel { Auto, Avx2, Portable };
+// has. linear_quant_force caps them for the whole process (kernels/kernel_tier.h).
 const char* linear_quant_kernel();
-void linear_quant_force(QuantKernel k);
+void linear_quant_force(KernelTier k);
 // Tests: M rows from which prefill dequantizes tiles to bf16 (0 disables that path).
 void linear_quant_set_gemm_rows(int rows);
 
