@@ -8,8 +8,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <atomic>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -346,6 +347,12 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
     }
     return decode_range(y, ldy, x, ldx, W, M, K, beta, 0, N);
   }
+  if (tier() == Tier::Avx2) {  // more x rows: the stream kernel, 4 at a time (W read once per 4)
+    for (int m0 = 0; m0 < M; m0 += kAvx2StreamRows)
+      linear_bf16(y + size_t(m0) * ldy, ldy, x + size_t(m0) * ldx, ldx, W, std::min(kAvx2StreamRows, M - m0), N, K,
+                  beta);
+    return;
+  }
   static thread_local std::vector<bf16> xb;
   round_rows(xb, x, ldx, M, K, Kp);
   const int blocks = (N + kRows - 1) / kRows;
@@ -358,7 +365,7 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
   }
 }
 
-int linear_bf16_team_cut_rows() { return stream_rows(); }
+int linear_bf16_team_cut_rows() { return tier() == Tier::Avx2 ? std::numeric_limits<int>::max() : stream_rows(); }
 
 void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta,
                       const float* cuts) {
@@ -369,6 +376,13 @@ void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W,
     // thread, taken dynamically, were no faster: each range's streams ramp up anew).
     const RowRange r = team_rows(N, cuts);
     return decode_range(y, ldy, x, ldx, W, M, K, beta, r.n0, r.n1);
+  }
+  if (tier() == Tier::Avx2) {  // as linear_bf16: 4 x rows at a time over this thread's share
+    const RowRange r = team_rows(N, cuts);
+    for (int m0 = 0; m0 < M; m0 += kAvx2StreamRows)
+      decode_range(y + size_t(m0) * ldy, ldy, x + size_t(m0) * ldx, ldx, W, std::min(kAvx2StreamRows, M - m0), K,
+                   beta, r.n0, r.n1);
+    return;
   }
   static thread_local std::vector<bf16> xb;
   const int Kp = (K + 31) / 32 * 32;

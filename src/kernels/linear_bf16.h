@@ -1,9 +1,10 @@
 // Linear layers over bf16 weights used in place (memory-mapped checkpoints):
 //   y[M, N] = x[M, K] W[N, K]^T, W bf16 row-major, x rounded to bf16, fp32 accumulation.
-// AVX512-BF16 (vdpbf16ps) when the CPU has it, else AVX2 for decode (W widened, FMA), else a
-// portable loop (the same rounding of x, so all give the same sums up to their order). OpenMP over blocks of output rows;
-// all M rows of x are done against a block of W while it is in L1, so a batch of decode
-// rows shares each weight read.
+// AVX512-BF16 (vdpbf16ps) when the CPU has it, else AVX2 (W widened, FMA; 4 x rows per pass
+// over W where the CPU has no bf16 GEMM), else a portable loop (the same rounding of x, so
+// all give the same sums up to their order). OpenMP over blocks of output rows; all M rows
+// of x are done against a block of W while it is in L1, so a batch of decode rows shares
+// each weight read.
 #pragma once
 #include <cstddef>
 
@@ -23,7 +24,8 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
 // thread of the team calls it with the same arguments and computes one contiguous share of
 // the output rows (even, or as `cuts` give them: kernels/team_rows.h). No barrier at the end:
 // the caller places one before y is read. More than linear_bf16_team_cut_rows() rows of x
-// take blocks of W rows dynamically instead, and ignore `cuts`.
+// take blocks of W rows dynamically instead, and ignore `cuts` (with the AVX2 kernel, every
+// count of rows takes `cuts`: it runs 4 x rows at a time over the thread's share).
 void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K,
                       float beta = 0.f, const float* cuts = nullptr);
 int linear_bf16_team_cut_rows();
