@@ -30,7 +30,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "kernels/attention_avx512.h"
+#include "kernels/attention_group.h"
 #include "kernels/attention_quant.h"
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_quant.h"
@@ -141,9 +141,12 @@ void attention_bench(const std::vector<int>& ctxs, const std::vector<int>& threa
       for (auto& v : v16) v = to_bf16(float(r.normal()));
       for (auto& v : k32) v = float(r.normal());
       for (auto& v : v32) v = float(r.normal());
-      for (const bool portable : {false, true}) {
-        if (!portable && !attention_group_avx512_ok(s)) continue;
-        attention_group_force_portable(portable);
+      std::vector<std::string> done;  // each kernel this CPU has, once
+      for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
+        attention_group_force(tier);
+        const std::string kernel = attention_group_kernel(s, b16);
+        if (std::find(done.begin(), done.end(), kernel) != done.end()) continue;
+        done.push_back(kernel);
         for (const int th : threads) {
           std::vector<double> t;
           for (int p = 0; p <= passes; ++p) {
@@ -167,12 +170,12 @@ void attention_bench(const std::vector<int>& ctxs, const std::vector<int>& threa
           }
           std::sort(t.begin(), t.end());
           const double sec = t[t.size() / 2];
-          std::printf("%-6s %-9s %7d %7d %8d %10.2f %9.2f\n", b16 ? "bf16" : "fp32", portable ? "portable" : "avx512",
+          std::printf("%-6s %-9s %7d %7d %8d %10.2f %9.2f\n", b16 ? "bf16" : "fp32", kernel.c_str(),
                       ctx, th, layers, sec * 1e6, double(bytes) / sec / 1e9);
           std::fflush(stdout);
         }
       }
-      attention_group_force_portable(false);
+      attention_group_force(KernelTier::Auto);
     }
   }
 }

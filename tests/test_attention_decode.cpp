@@ -1,9 +1,9 @@
-// Decode attention (few query rows over a KV cache): the float path (AVX-512 where present)
-// and the portable loop against the same attention in double precision, for shapes with a
-// masked tail (Tk not a multiple of 16), G = 1..5 query heads per KV head, hd 16..128 and
-// batch rows with their own caches; and the KV cache's head-major layout against the
-// side-by-side one; the bf16 cache's kernels (AVX-512 and portable) against double
-// attention over the same cache widened.
+// Decode attention (few query rows over a KV cache): every tier of the float path (AVX-512,
+// AVX2, portable; a tier the CPU lacks runs the next) against the same attention in double
+// precision, for shapes with a masked tail (Tk not a multiple of 16 or 8), G = 1..5 query
+// heads per KV head, hd 16..128 and batch rows with their own caches; and the KV cache's
+// head-major layout against the side-by-side one; the bf16 cache's kernels (every tier)
+// against double attention over the same cache widened.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include "core/rng.h"
 #include "kernels/attention.h"
-#include "kernels/attention_avx512.h"
+#include "kernels/attention_group.h"
 #include "kernels/attention_quant.h"
 
 using namespace zaya;
@@ -27,7 +27,7 @@ struct Case {
   int B, Tq, Tk, Hq, Hk, hd;
 };
 
-void check(const Case& c, bool portable) {
+void check(const Case& c, KernelTier tier) {
   const int KD = c.Hk * c.hd, QD = c.Hq * c.hd, ldq = QD + KD + 8;  // q inside a wider packed row
   const int cap = c.Tk + 5;                                           // cache capacity > length
   AttnShape s{c.B, c.Tq, c.Tk, c.Tk - c.Tq, c.Hq, c.Hk, c.hd, ldq, KD, KD, QD, cap};
@@ -40,10 +40,10 @@ void check(const Case& c, bool portable) {
   attention_forward(od.data(), ld.data(), q.data(), k.data(), v.data(), s, sd.data());
   auto qf = cast<float>(q), kf = cast<float>(k), vf = cast<float>(v);
   std::vector<float> of(od.size()), lf(ld.size()), sf(s.scratch_elems(64));
-  attention_group_force_portable(portable);
+  attention_group_force(tier);
   attention_forward(of.data(), lf.data(), qf.data(), kf.data(), vf.data(), s, sf.data());
-  attention_group_force_portable(false);
-  const char* path = portable || !attention_group_avx512_ok(s) ? "portable" : "avx512";
+  const char* path = attention_group_kernel(s, false);
+  attention_group_force(KernelTier::Auto);
   for (size_t i = 0; i < od.size(); ++i)
     ASSERT_NEAR(of[i], od[i], 2e-5 * (1 + std::fabs(od[i]))) << path << " out " << i << " hd " << c.hd << " Tk " << c.Tk;
   for (size_t i = 0; i < ld.size(); ++i)
@@ -62,9 +62,9 @@ void check(const Case& c, bool portable) {
   AttnShape sh = s;
   sh.ldk = sh.ldv = c.hd;
   sh.kv_head_major = true;
-  attention_group_force_portable(portable);
+  attention_group_force(tier);
   attention_forward(oh.data(), lh.data(), qf.data(), kh.data(), vh.data(), sh, sf.data());
-  attention_group_force_portable(false);
+  attention_group_force(KernelTier::Auto);
   EXPECT_EQ(oh, of) << path << " head-major, hd " << c.hd << " Tq " << c.Tq;
   EXPECT_EQ(lh, lf) << path << " head-major lse, hd " << c.hd;
 }
@@ -78,7 +78,7 @@ TEST(AttentionDecode, FloatPathsMatchDouble) {
       {2, 6, 40, 8, 2, 32},  // 6 query rows: the BLAS path (prefill over a cache)
   };
   for (const Case& c : cases)
-    for (bool portable : {false, true}) check(c, portable);
+    for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) check(c, tier);
 }
 
 // A bf16 head-major cache: attention_group_kv_bf16 on each of its paths against double
@@ -101,13 +101,13 @@ TEST(AttentionDecode, Bf16CacheMatchesDoubleOverWidened) {
     for (size_t i = 0; i < k.size(); ++i) kd[i] = from_bf16(k[i]), vd[i] = from_bf16(v[i]);
     std::vector<double> od(size_t(c.B) * c.Tq * QD), ld(size_t(c.B) * c.Hq * c.Tq), sd(s.scratch_elems(64));
     attention_forward(od.data(), ld.data(), qd.data(), kd.data(), vd.data(), s, sd.data());
-    for (bool portable : {false, true}) {
-      attention_group_force_portable(portable);
-      const char* path = portable || !attention_group_avx512_ok_bf16(s) ? "portable" : "avx512";
+    for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
+      attention_group_force(tier);
+      const char* path = attention_group_kernel(s, true);
       std::vector<float> o(od.size(), NAN), l(ld.size(), NAN), sc(s.scratch_per_thread());
       for (int b = 0; b < c.B; ++b)
         for (int g = 0; g < c.Hk; ++g) attention_group_kv_bf16(o.data(), l.data(), q.data(), k.data(), v.data(), s, b, g, sc.data());
-      attention_group_force_portable(false);
+      attention_group_force(KernelTier::Auto);
       for (size_t i = 0; i < od.size(); ++i)
         ASSERT_NEAR(o[i], od[i], 2e-5 * (1 + std::fabs(od[i]))) << path << " out " << i << " hd " << c.hd << " Tk " << c.Tk;
       for (size_t i = 0; i < ld.size(); ++i)

@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "kernels/attention_bf16.h"
-#include "kernels/attention_avx512.h"
+#include "kernels/attention_group.h"
 #include "kernels/gemm.h"
 #include "kernels/vec_math.h"
 
@@ -53,8 +53,10 @@ static void scores_to_probs(T* S, T* lse_row, bool have_lse, const AttnShape& s,
 template <class T>
 void attention_forward_group(T* out, T* lse, const T* q, const T* k, const T* v, const AttnShape& s, int b, int g,
                              T* S) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
     if (attention_group_avx512_ok(s)) return attention_group_avx512(out, lse, q, k, v, s, b, g, S);
+    if (attention_group_avx2_ok(s)) return attention_group_avx2(out, lse, q, k, v, s, b, g, S);
+  }
   const int G = s.Hq / s.Hk, hd = s.hd, Tk = s.Tk;
   const T scale = T(1) / std::sqrt(T(hd));
   const T* kb = k + s.kv_offset(b, g, s.ldk);

@@ -11,7 +11,7 @@
 // GCC 12 warns about its own _mm512_undefined_* inside the intrinsics headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#include "kernels/attention_avx512.h"
+#include "kernels/attention_group.h"
 
 #include <immintrin.h>
 
@@ -29,7 +29,8 @@ namespace zaya {
 
 namespace {
 
-std::atomic<bool> g_portable{false};
+std::atomic<int> g_cap{int(KernelTier::Auto)};  // attention_group_force
+KernelTier cap() { return KernelTier(g_cap.load(std::memory_order_relaxed)); }
 
 // 16 cached elements as floats (bf16: widened exactly, its bits in the high half).
 __attribute__((target("avx512f"))) inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
@@ -214,10 +215,21 @@ void group(float* out, float* lse, const float* q, const T* k, const T* v, const
 }  // namespace
 
 bool attention_group_avx512_ok(const AttnShape& s) {
-  return s.hd % 16 == 0 && cpu_features().avx512f && !g_portable.load(std::memory_order_relaxed);
+  return s.hd % 16 == 0 && cpu_features().avx512f && cap() == KernelTier::Auto;
 }
 
-void attention_group_force_portable(bool on) { g_portable = on; }
+bool attention_group_avx2_ok(const AttnShape& s) {
+  static const bool cpu = cpu_features().avx2 && __builtin_cpu_supports("fma");
+  return s.hd % 8 == 0 && cpu && cap() != KernelTier::Portable;
+}
+
+const char* attention_group_kernel(const AttnShape& s, bool bf16_cache) {
+  if (bf16_cache ? attention_group_avx512_ok_bf16(s) : attention_group_avx512_ok(s)) return "avx512";
+  if (bf16_cache ? attention_group_avx2_ok_bf16(s) : attention_group_avx2_ok(s)) return "avx2";
+  return "portable";
+}
+
+void attention_group_force(KernelTier k) { g_cap = int(k); }
 
 void attention_group_avx512(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s,
                             int b, int g, float* S) {

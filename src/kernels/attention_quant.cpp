@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/attention_avx512.h"
+#include "kernels/attention_group.h"
 
 namespace zaya {
 
 void attention_group_kv_bf16(float* out, float* lse, const float* q, const bf16* k, const bf16* v, const AttnShape& s,
                              int b, int g, float* S) {
   if (attention_group_avx512_ok_bf16(s)) return attention_group_avx512(out, lse, q, k, v, s, b, g, S);
+  if (attention_group_avx2_ok_bf16(s)) return attention_group_avx2(out, lse, q, k, v, s, b, g, S);
   const int G = s.Hq / s.Hk, hd = s.hd, Tk = s.Tk;
   const float scale = 1.f / std::sqrt(float(hd));
   const bf16* kb = k + s.kv_offset(b, g, s.ldk);

@@ -1,7 +1,7 @@
 // Decode attention over a bf16 KV cache (the in-place decoder's default cache): the same
 // contract as attention_forward_group (kernels/attention.h) with K and V stored as bf16,
 // widened to fp32 as they are read; scores, softmax and sums in fp32 (AVX-512 where the CPU
-// has it: kernels/attention_avx512.h; a portable loop otherwise). Half the cache bytes
+// or AVX2 has it: kernels/attention_group.h; a portable loop otherwise). Half the cache bytes
 // per step (ZAYA1-base at 4,096 positions: ~170 MB read per token instead of ~340 MB).
 #pragma once
 #include "core/bf16.h"

@@ -1,21 +1,31 @@
-// AVX-512 form of attention_forward_group (decode) over a float or a bf16 KV cache: see
-// attention_avx512.cpp.
+// Vector forms of attention_forward_group (decode) over a float or a bf16 KV cache: AVX-512
+// (attention_avx512.cpp) and AVX2 (attention_avx2.cpp), the same scheme in 16 and 8 lanes.
+// attention_forward_group and attention_group_kv_bf16 run the best the CPU has for the shape,
+// their portable loops otherwise.
 #pragma once
 #include <cstddef>
 
 #include "core/bf16.h"
 #include "kernels/attention.h"
+#include "kernels/kernel_tier.h"
 
 namespace zaya {
 
 // The longest head a bf16 cache's kernel takes (16 widened K rows live on its stack).
 constexpr int kAttnBf16MaxHd = 512;
 // Whether attention_group_avx512 runs for this shape on this CPU (AVX-512F, hd % 16 == 0;
-// with a bf16 cache also hd <= kAttnBf16MaxHd).
+// with a bf16 cache also hd <= kAttnBf16MaxHd), and attention_group_avx2 (AVX2 and FMA,
+// hd % 8 == 0, the same bound), as far as attention_group_force allows.
 bool attention_group_avx512_ok(const AttnShape& s);
 inline bool attention_group_avx512_ok_bf16(const AttnShape& s) {
   return s.hd <= kAttnBf16MaxHd && attention_group_avx512_ok(s);
 }
+bool attention_group_avx2_ok(const AttnShape& s);
+inline bool attention_group_avx2_ok_bf16(const AttnShape& s) {
+  return s.hd <= kAttnBf16MaxHd && attention_group_avx2_ok(s);
+}
+// The kernel the group task runs for this shape: "avx512", "avx2" or "portable".
+const char* attention_group_kernel(const AttnShape& s, bool bf16_cache);
 // The (batch row b, KV head g) task of attention_forward_group, same contract (scratch:
 // G * Tk floats); the caller checks attention_group_avx512_ok(_bf16) first. A bf16 cache's
 // rows are widened exactly as they are read: the same sums as the float kernel over the
@@ -24,8 +34,12 @@ void attention_group_avx512(float* out, float* lse, const float* q, const float*
                             int b, int g, float* scratch);
 void attention_group_avx512(float* out, float* lse, const float* q, const bf16* k, const bf16* v, const AttnShape& s,
                             int b, int g, float* scratch);
-// Tests: run the portable loop even where AVX-512 is available.
-void attention_group_force_portable(bool on);
+void attention_group_avx2(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s,
+                          int b, int g, float* scratch);
+void attention_group_avx2(float* out, float* lse, const float* q, const bf16* k, const bf16* v, const AttnShape& s,
+                          int b, int g, float* scratch);
+// Tests and benches: cap the tier for the whole process (kernels/kernel_tier.h).
+void attention_group_force(KernelTier k);
 
 // Decode reads cached K/V rows of hd elements one after another; the hardware prefetchers
 // do not run far enough ahead of such short reads (at 512 cached positions decode waited
