@@ -164,19 +164,7 @@ ZT void values(float* og, const float* P, int Tk, const T* vb, int ldv, int hd, 
 template <class T>
 void group(float* out, float* lse, const float* q, const T* k, const T* v, const AttnShape& s, int b, int g,
            float* S) {
-  const int G = s.Hq / s.Hk, hd = s.hd;
-  const float scale = 1.f / std::sqrt(float(hd));
-  const T* kb = k + s.kv_offset(b, g, s.ldk);
-  const T* vb = v + s.kv_offset(b, g, s.ldv);
-  for (int t = 0; t < s.Tq; ++t) {
-    const float* qg = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(g) * G * hd;
-    float* og = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(g) * G * hd;
-    const int n = std::min(s.Tk - 1, s.q_pos0 + t) + 1;  // visible keys
-    scores(S, s.Tk, qg, kb, s.ldk, hd, G, n, scale);
-    for (int j = 0; j < G; ++j)
-      lse[(size_t(b) * s.Hq + size_t(g) * G + j) * s.Tq + t] = softmax_row(S + size_t(j) * s.Tk, n);
-    values(og, S, s.Tk, vb, s.ldv, hd, G, n);
-  }
+  attention_group_rows(out, lse, q, k, v, s, b, g, S, scores<T>, softmax_row, values<T>);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // attention_forward_group and attention_group_kv_bf16 run the best the CPU has for the shape,
 // their portable loops otherwise.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "core/bf16.h"
@@ -40,6 +42,27 @@ void attention_group_avx2(float* out, float* lse, const float* q, const bf16* k,
                           int b, int g, float* scratch);
 // Tests and benches: cap the tier for the whole process (kernels/kernel_tier.h).
 void attention_group_force(KernelTier k);
+
+// The vector forms' driver for one (batch row b, KV head g) task: per query row, the scores
+// of its visible keys for the G heads, their softmax (the log-sum-exp into lse) and the values,
+// each by the form's own kernel.
+template <class T, class Scores, class Softmax, class Values>
+void attention_group_rows(float* out, float* lse, const float* q, const T* k, const T* v, const AttnShape& s, int b,
+                          int g, float* S, Scores scores, Softmax softmax_row, Values values) {
+  const int G = s.Hq / s.Hk, hd = s.hd;
+  const float scale = 1.f / std::sqrt(float(hd));
+  const T* kb = k + s.kv_offset(b, g, s.ldk);
+  const T* vb = v + s.kv_offset(b, g, s.ldv);
+  for (int t = 0; t < s.Tq; ++t) {
+    const float* qg = q + (size_t(b) * s.Tq + t) * s.ldq + size_t(g) * G * hd;
+    float* og = out + (size_t(b) * s.Tq + t) * s.ldo + size_t(g) * G * hd;
+    const int n = std::min(s.Tk - 1, s.q_pos0 + t) + 1;  // visible keys
+    scores(S, s.Tk, qg, kb, s.ldk, hd, G, n, scale);
+    for (int j = 0; j < G; ++j)
+      lse[(size_t(b) * s.Hq + size_t(g) * G + j) * s.Tq + t] = softmax_row(S + size_t(j) * s.Tk, n);
+    values(og, S, s.Tk, vb, s.ldv, hd, G, n);
+  }
+}
 
 // Decode reads cached K/V rows of hd elements one after another; the hardware prefetchers
 // do not run far enough ahead of such short reads (at 512 cached positions decode waited
