@@ -330,6 +330,21 @@ void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16*
   record_gemm(t0, M, N, K);
 }
 
+void gemm_f32_row_tiles(int M, int N, int K, const float* x, int ldx, float beta, float* y, int ldy,
+                        const std::function<void(int n, float* dst)>& row) {
+  if (M == 0 || N == 0) return;
+  const int tile = std::max(16, std::min(N, int((size_t(8) << 20) / (size_t(K) * sizeof(float)))));
+  static thread_local std::vector<float> wt;
+  wt.resize(size_t(tile) * K);
+  float* w = wt.data();  // (inside the region below, wt would be each thread's own)
+  for (int n0 = 0; n0 < N; n0 += tile) {
+    const int nr = std::min(tile, N - n0);
+#pragma omp parallel for schedule(static) if (size_t(nr) * K > 65536)
+    for (int r = 0; r < nr; ++r) row(n0 + r, w + size_t(r) * K);
+    gemm(Trans::N, Trans::T, M, nr, K, 1.f, x, ldx, w, K, beta, y + n0, ldy);
+  }
+}
+
 void gemm_bf16_kernel(GemmEngine engine, Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A,
                       long lda, const bf16* B, long ldb, float beta, float* C, long ldc) {
   ZAYA_CHECK(engine == GemmEngine::Amx || engine == GemmEngine::Avx512, "gemm_bf16_kernel: engine ",

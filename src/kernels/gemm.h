@@ -16,6 +16,7 @@
 #include <omp.h>
 
 #include <cstddef>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -119,6 +120,12 @@ void gemm_bf16_kernel(GemmEngine engine, Trans ta, Trans tb, int M, int N, int K
 // place, never converted), x rounded to bf16, fp32 accumulation, on the bf16 engine (the AMX
 // kernel, or oneDNN's AVX512-BF16 matmul). Needs bf16_gemm_supported().
 void gemm_bf16_weights(int M, int N, int K, const float* x, int ldx, const bf16* W, float beta, float* y, int ldy);
+// y[M, N] = x[M, K] W[N, K]^T (+ beta y) for weights no GEMM reads as stored (bf16 on a CPU
+// without a bf16 GEMM, block-quantized): row(n, dst) writes W's row n as K floats. The rows
+// are widened ~8 MB at a time by all threads into one buffer, each tile one fp32 GEMM
+// (OpenBLAS on CPUs without AVX-512). Prefill and scoring over such weights.
+void gemm_f32_row_tiles(int M, int N, int K, const float* x, int ldx, float beta, float* y, int ldy,
+                        const std::function<void(int n, float* dst)>& row);
 
 // OpenBLAS's SkylakeX (AVX-512) kernels are the fastest on our AVX-512 AMD EPYC machines
 // (3072^3 fp32: Haswell 0.109, Cooperlake 0.171, SkylakeX 0.187 TFLOP/s; bench/README.md),

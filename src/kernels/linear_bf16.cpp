@@ -325,17 +325,31 @@ void run_blocks(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int M,
 
 }  // namespace
 
+// From kGemmRows x rows on, a GEMM: the bf16 GEMM over W in place where the CPU has one;
+// without it (AVX2), W's rows widened to fp32 tiles for the fp32 GEMM (gemm_f32_row_tiles).
 static bool use_gemm(int M) {
   static const bool own = [] {
     const char* e = std::getenv("ZAYA_BF16_GEMM");
     return e && !std::strcmp(e, "own");
   }();
-  return M >= kGemmRows && !own && tier() != Tier::Portable && bf16_gemm_supported();
+  return M >= kGemmRows && !own && tier() != Tier::Portable;
+}
+
+// x rounded to bf16 (this product's contract) as floats, then the fp32 tiles.
+static void gemm_widened(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
+  static thread_local std::vector<float> xf;
+  xf.resize(size_t(M) * K);
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < K; ++k) xf[size_t(m) * K + k] = from_bf16(to_bf16(x[size_t(m) * ldx + k]));
+  gemm_f32_row_tiles(M, N, K, xf.data(), K, beta, y, ldy,
+                     [&](int n, float* dst) { convert_from_bf16(W + size_t(n) * K, dst, size_t(K)); });
 }
 
 void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
   if (M <= 0 || N <= 0) return;
-  if (use_gemm(M)) return gemm_bf16_weights(M, N, K, x, ldx, W, beta, y, ldy);
+  if (use_gemm(M))
+    return bf16_gemm_supported() ? gemm_bf16_weights(M, N, K, x, ldx, W, beta, y, ldy)
+                                 : gemm_widened(y, ldy, x, ldx, W, M, N, K, beta);
   const int Kp = (K + 31) / 32 * 32;
   if (M <= stream_rows()) {
     // Decode: the team split in a region of its own, or all rows on this thread for a small

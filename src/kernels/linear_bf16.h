@@ -14,8 +14,9 @@
 namespace zaya {
 
 // From 16 rows of x on (prefill, scoring) the product is the bf16 GEMM over W in place (our
-// AMX kernel, or oneDNN's AVX512-BF16 matmul without AMX; ZAYA_BF16_GEMM=own keeps this kernel, for
-// comparisons); fewer rows (decode) are bound by the weight read and stay here.
+// AMX kernel, or oneDNN's AVX512-BF16 matmul without AMX), or on a CPU with neither, the fp32
+// GEMM over W widened a tile of rows at a time (ZAYA_BF16_GEMM=own keeps this file's kernels,
+// for comparisons); fewer rows (decode) are bound by the weight read and stay here.
 // ldx, ldy: row strides (elements) of x and y. beta 0 overwrites y, 1 accumulates.
 void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta = 0.f);
 

@@ -602,7 +602,8 @@ void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int 
     }
 }
 
-// Prefill: tiles of W rows dequantized to bf16 (all threads), each tile one oneDNN GEMM.
+// Prefill: tiles of W rows dequantized to bf16 (all threads), each tile one bf16 GEMM (the
+// AMX kernel or oneDNN). Without a bf16 GEMM, linear_quant takes fp32 tiles instead.
 void gemm_tiles(QType t, float* y, int ldy, const float* x, int ldx, const uint8_t* W, int M, int N, int K, float beta) {
   const size_t rb = quant::qtype_row_bytes(t, K);
   const int tile = std::max(16, std::min(N, int((size_t(4) << 20) / (size_t(K) * 2))));  // ~4 MB of bf16
@@ -648,8 +649,13 @@ void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const voi
                   float beta) {
   if (M <= 0 || N <= 0) return;
   const int gr = g_gemm_rows.load(std::memory_order_relaxed);
-  if (gr > 0 && M >= gr && bf16_gemm_supported() && cap() != KernelTier::Portable)
-    return gemm_tiles(t, y, ldy, x, ldx, static_cast<const uint8_t*>(W), M, N, K, beta);
+  if (gr > 0 && M >= gr && cap() != KernelTier::Portable) {
+    if (bf16_gemm_supported()) return gemm_tiles(t, y, ldy, x, ldx, static_cast<const uint8_t*>(W), M, N, K, beta);
+    const size_t rb = quant::qtype_row_bytes(t, K);  // no bf16 GEMM: fp32 tiles
+    return gemm_f32_row_tiles(M, N, K, x, ldx, beta, y, ldy, [&](int n, float* dst) {
+      quant::dequantize_row(t, static_cast<const uint8_t*>(W) + size_t(n) * rb, dst, K);
+    });
+  }
   if (size_t(N) * K > 65536 && !omp_in_parallel()) {
 #pragma omp parallel
     linear_quant_team(t, y, ldy, x, ldx, W, M, N, K, beta);

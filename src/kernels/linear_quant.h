@@ -6,8 +6,9 @@
 //   dot product, scaled once. AVX-512 VNNI (vpdpbusd, vpdpwssd) where the CPU has it, else
 //   AVX2 (vpmaddubsw, vpmaddwd: linear_quant_avx2.cpp), else a portable loop, all with the
 //   same integer sums (chosen at run time).
-//   Prefill (M >= 16, where the CPU has AVX512-BF16 or AMX): W is dequantized a tile of rows
-//   at a time into bf16 and multiplied on the bf16 GEMM (gemm_bf16_weights: the matrix units).
+//   Prefill (M >= 16): W is dequantized a tile of rows at a time into bf16 and multiplied on
+//   the bf16 GEMM (gemm_bf16_weights: the matrix units) where the CPU has AVX512-BF16 or AMX,
+//   into fp32 tiles for the fp32 GEMM otherwise (gemm_f32_row_tiles).
 #pragma once
 #include <cstdint>
 #include <vector>
