@@ -136,10 +136,10 @@ TEST(InferBf16, InPlaceBf16MatchesFp32LoadOfSameFiles) {
 TEST(InferBf16, EveryKernelTierMatchesTheExactProduct) {
   // AVX512-BF16, up to 8 rows: the decode kernel (4 streams up to 4 rows, 3 streams up to 8);
   // 9: the block kernel. AVX2: streams up to 4 rows (4 streams, 2 from 3 rows on), 4 rows at
-  // a time beyond. 20: the GEMM (bf16, or fp32 over W widened where the CPU has no bf16
-  // GEMM). N 9 and 37: streams of unequal length; K 70: a tail past the last 8 (AVX2) or 32
+  // a time beyond. 20: the bf16 GEMM where the CPU has one; 64: also the fp32 GEMM over W
+  // widened where it has none. N 9 and 37: streams of unequal length; K 70: a tail past the last 8 (AVX2) or 32
   // (AVX-512).
-  for (int M : {1, 3, 5, 8, 9, 20})
+  for (int M : {1, 3, 5, 8, 9, 20, 64})
   for (int N : {9, 37})
   for (int K : {24, 32, 70, 256}) {
     std::vector<float> x(size_t(M) * K), wf(size_t(N) * K);
@@ -247,10 +247,10 @@ TEST(InferBf16, TeamSplitEqualsOneCall) {
 }
 
 // From 16 rows on linear_bf16 is a GEMM: the bf16 GEMM over W in place (AMX or oneDNN), or
-// on a CPU without one the fp32 GEMM over W widened in tiles: the same values as the portable
+// on a CPU without one (from 64 rows) the fp32 GEMM over W widened in tiles: the same values as the portable
 // kernel up to the order of the sums.
 TEST(InferBf16, GemmAgreesWithOwnKernel) {
-  const int M = 40, N = 50, K = 96;
+  const int M = 70, N = 50, K = 96;
   std::vector<float> x, wf;
   std::vector<bf16> w;
   random_linear(M, N, K, 5, x, w, wf);

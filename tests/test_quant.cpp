@@ -303,12 +303,12 @@ TEST(QuantKernels, TeamCutsDoNotChangeResults) {
   }
 }
 
-// Prefill (16 rows or more): bf16 tiles of the dequantized weights on a bf16 GEMM where the
-// CPU has one (within bf16 rounding of x and W), fp32 tiles on the fp32 GEMM otherwise;
-// against the fp32 product of x and the dequantized W.
+// Prefill: bf16 tiles of the dequantized weights on a bf16 GEMM where the CPU has one (from
+// 16 rows; within bf16 rounding of x and W), fp32 tiles on the fp32 GEMM otherwise (from 128
+// rows); against the fp32 product of x and the dequantized W.
 TEST(QuantKernels, PrefillTilesMatchFp32Product) {
   const QType t = QType::Q4_K;
-  const int N = 300, K = 512, M = 20;
+  const int N = 300, K = 512, M = 130;
   const size_t rb = qtype_row_bytes(t, K);
   std::vector<uint8_t> W(size_t(N) * rb);
   auto wf = gaussian(size_t(N) * K, 3);

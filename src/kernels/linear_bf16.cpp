@@ -325,14 +325,18 @@ void run_blocks(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int M,
 
 }  // namespace
 
-// From kGemmRows x rows on, a GEMM: the bf16 GEMM over W in place where the CPU has one;
-// without it (AVX2), W's rows widened to fp32 tiles for the fp32 GEMM (gemm_f32_row_tiles).
+// From kGemmRows x rows on, a GEMM: the bf16 GEMM over W in place where the CPU has one.
+// Without it (AVX2), from kF32TileRows, W's rows widened to fp32 tiles for the fp32 GEMM
+// (gemm_f32_row_tiles); fewer rows take the AVX2 stream kernel 4 at a time, which keeps up
+// to there (K 2048, Zen 3, 2 threads: 16 rows 3.9 against 6.4 ms, 32 rows 10.3 against 11.2
+// over 4,096 W rows; 64 rows 20.0 against 15.3, 128 rows 31.7 against 21.3).
+constexpr int kF32TileRows = 64;
 static bool use_gemm(int M) {
   static const bool own = [] {
     const char* e = std::getenv("ZAYA_BF16_GEMM");
     return e && !std::strcmp(e, "own");
   }();
-  return M >= kGemmRows && !own && tier() != Tier::Portable;
+  return M >= (bf16_gemm_supported() ? kGemmRows : kF32TileRows) && !own && tier() != Tier::Portable;
 }
 
 // x rounded to bf16 (this product's contract) as floats, then the fp32 tiles.

@@ -7,8 +7,9 @@
 //   AVX2 (vpmaddubsw, vpmaddwd: linear_quant_avx2.cpp), else a portable loop, all with the
 //   same integer sums (chosen at run time).
 //   Prefill (M >= 16): W is dequantized a tile of rows at a time into bf16 and multiplied on
-//   the bf16 GEMM (gemm_bf16_weights: the matrix units) where the CPU has AVX512-BF16 or AMX,
-//   into fp32 tiles for the fp32 GEMM otherwise (gemm_f32_row_tiles).
+//   the bf16 GEMM (gemm_bf16_weights: the matrix units) where the CPU has AVX512-BF16 or AMX;
+//   without a bf16 GEMM the decode kernels take up to 127 rows (4 x rows per W row read) and
+//   from 128 rows W goes into fp32 tiles for the fp32 GEMM (gemm_f32_row_tiles).
 #pragma once
 #include <cstdint>
 #include <vector>
