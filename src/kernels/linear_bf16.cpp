@@ -44,6 +44,13 @@ void round_rows(std::vector<bf16>& xb, const float* x, int ldx, int M, int K, in
   }
 }
 
+// x rows rounded to bf16 and held as floats (rows of K) for the fp32 kernels (AVX2, fp32 tiles).
+void round_widen(std::vector<float>& xf, const float* x, int ldx, int M, int K) {
+  xf.resize(size_t(M) * K);
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < K; ++k) xf[size_t(m) * K + k] = from_bf16(to_bf16(x[size_t(m) * ldx + k]));
+}
+
 constexpr int kRows = 4;   // W rows per block (one block per task)
 constexpr int kMBlock = 4;  // x rows per micro-kernel
 constexpr int kMTile = 64;  // x rows kept hot (in L2) while W streams
@@ -241,9 +248,7 @@ void decode_range(float* y, int ldy, const float* x, int ldx, const bf16* W, int
                   int n1) {
   if (tier() == Tier::Avx2) {
     static thread_local std::vector<float> xf;
-    xf.resize(size_t(M) * K);
-    for (int m = 0; m < M; ++m)
-      for (int k = 0; k < K; ++k) xf[size_t(m) * K + k] = from_bf16(to_bf16(x[size_t(m) * ldx + k]));
+    round_widen(xf, x, ldx, M, K);
     if (n1 <= n0) return;
     switch (M) {
       case 1: return streams_avx2<kStreams, 1>(y, ldy, xf.data(), W, n0, n1, K, beta);
@@ -303,10 +308,6 @@ int stream_rows() {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Blocks [b0, b1) of kRows output rows against all M rows of x (rounded: xb, stride Kp).
 void run_blocks(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int M, int N, int K, float beta, int b0,
                 int b1) {
@@ -342,9 +343,7 @@ static bool use_gemm(int M) {
 // x rounded to bf16 (this product's contract) as floats, then the fp32 tiles.
 static void gemm_widened(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta) {
   static thread_local std::vector<float> xf;
-  xf.resize(size_t(M) * K);
-  for (int m = 0; m < M; ++m)
-    for (int k = 0; k < K; ++k) xf[size_t(m) * K + k] = from_bf16(to_bf16(x[size_t(m) * ldx + k]));
+  round_widen(xf, x, ldx, M, K);
   gemm_f32_row_tiles(M, N, K, xf.data(), K, beta, y, ldy,
                      [&](int n, float* dst) { convert_from_bf16(W + size_t(n) * K, dst, size_t(K)); });
 }
