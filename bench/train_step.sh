@@ -44,7 +44,7 @@ T_START=$(date +%s)
 flag() { grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -qx "$1" && echo yes || echo no; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); avx512f=$(flag avx512f) avx512_bf16=$(flag avx512_bf16) amx_bf16=$(flag amx_bf16)"
-echo "# zaya: $($ZAYA info)"
+"$ZAYA" info | sed 's/^/# zaya: /'
 
 echo "# PyTorch peer check (tools/reference/zaya_fast.py against zaya_ref.py, fp32):"
 "$PY" tools/reference/zaya_fast.py check | sed 's/^/#   /'
