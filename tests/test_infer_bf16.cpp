@@ -19,8 +19,10 @@
 #include "ckpt/hf_mmap.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "kernels/attention_group.h"
 #include "kernels/gemm.h"
 #include "kernels/linear_bf16.h"
+#include "kernels/linear_quant.h"
 #include "model/decode.h"
 #include "model/infer.h"
 #include "test_util.h"
@@ -370,6 +372,19 @@ TEST(InferBf16, ScoreCliInPlaceMatchesFp32) {
   const double inplace = loss(""), fp32 = loss(" --fp32");
   EXPECT_NEAR(inplace, fp32, 0.02);
   EXPECT_NE(inplace, fp32);  // two different paths ran
+}
+
+// `zaya info` names the tier each decode kernel runs on this CPU, as the kernels report it.
+TEST(InferBf16, InfoNamesTheDecodeKernels) {
+  int status = 0;
+  const std::string out = test_util::command_output(std::string(ZAYA_BIN) + " info", &status);
+  ASSERT_EQ(status, 0) << out;
+  AttnShape s{};
+  s.hd = 128;
+  const std::string want = std::string("decode kernels: bf16 weights ") + linear_bf16_kernel() +
+                           ", quantized weights " + linear_quant_kernel() + ", attention over the KV cache " +
+                           attention_group_kernel(s, true) + "\n";
+  EXPECT_NE(out.find(want), std::string::npos) << out;
 }
 
 // `zaya generate` on an HF directory (bf16, used in place) with its own tokenizer.json: the
