@@ -476,11 +476,11 @@ TEST(TrainBf16, StepMatchesFp32WithinBf16Rounding) {
   EXPECT_GT(worst, 0.0);  // bf16 did run: some rounding shows
 }
 
-// The AVX-512 row primitives against double, at lengths with and without tails; and the
-// portable loops give the same within float rounding.
+// The row primitives, every tier (AVX-512, AVX2, portable; a tier the CPU lacks runs the
+// next), against double at lengths with and without tails.
 TEST(VecMath, RowPrimitivesMatchDouble) {
-  for (bool portable : {false, true}) {
-    vec_math_force_portable(portable);
+  for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
+    vec_math_force(tier);
     for (int n : {1, 5, 15, 16, 17, 31, 32, 33, 100, 257}) {
       const auto x = randn(size_t(n), 20 + n, 3.f);
       double m = -INFINITY;
@@ -503,15 +503,15 @@ TEST(VecMath, RowPrimitivesMatchDouble) {
       EXPECT_EQ(e[n], -7.f);
     }
   }
-  vec_math_force_portable(false);
+  vec_math_force(KernelTier::Auto);
 }
 
-// The SwiGLU rows (AVX-512 with libmvec's expf, and the portable loops) against double, with
-// tails, large |g| (exp overflows to inf: silu -> -0 and 0 gradient) and the element past n
-// untouched.
+// The SwiGLU rows (AVX-512 and AVX2 with libmvec's expf, and the portable loops) against
+// double, with tails, large |g| (exp overflows to inf: silu -> -0 and 0 gradient) and the
+// element past n untouched.
 TEST(VecMath, SwigluRowsMatchDouble) {
-  for (bool portable : {false, true}) {
-    vec_math_force_portable(portable);
+  for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
+    vec_math_force(tier);
     for (int n : {1, 15, 16, 17, 33, 257}) {
       auto g = randn(size_t(n), 40 + n, 4.f);
       const auto u = randn(size_t(n), 90 + n, 1.f), da = randn(size_t(n), 140 + n, 1.f);
@@ -531,14 +531,14 @@ TEST(VecMath, SwigluRowsMatchDouble) {
       EXPECT_EQ(du[n], -7.f);
     }
   }
-  vec_math_force_portable(false);
+  vec_math_force(KernelTier::Auto);
 }
 
-// The GELU rows (libmvec's erff and expf, and the portable loops) against double; dx may
-// alias dy, as the router's backward calls it.
+// The GELU rows (libmvec's erff and expf in 16 and 8 lanes, and the portable loops) against
+// double; dx may alias dy, as the router's backward calls it.
 TEST(VecMath, GeluRowsMatchDouble) {
-  for (bool portable : {false, true}) {
-    vec_math_force_portable(portable);
+  for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
+    vec_math_force(tier);
     for (int n : {1, 15, 16, 17, 33, 257}) {
       auto x = randn(size_t(n), 60 + n, 3.f);
       x[0] = -30.f;
@@ -557,5 +557,5 @@ TEST(VecMath, GeluRowsMatchDouble) {
       EXPECT_EQ(dx[n], -7.f);
     }
   }
-  vec_math_force_portable(false);
+  vec_math_force(KernelTier::Auto);
 }

@@ -1,9 +1,10 @@
 // Row primitives of softmax-shaped work in fp32 (cross-entropy over the vocabulary,
 // attention probabilities): AVX-512 with glibc's vector expf (libmvec) where the CPU has
-// AVX-512F, a portable loop otherwise. GCC does not vectorise std::exp without -ffast-math,
+// AVX-512F, AVX2 (libmvec's 8-lane expf) where it has AVX2, a portable loop otherwise. GCC does not vectorise std::exp without -ffast-math,
 // and a scalar expf per logit was ~30 ms of a zaya1-small step's cross-entropy.
 // libmvec's expf is within 4 ulp of the correctly rounded value (glibc's documentation).
 #pragma once
+#include "kernels/kernel_tier.h"
 
 namespace zaya {
 
@@ -25,11 +26,11 @@ void swiglu_row(float* a, const float* g, const float* u, int n);
 void swiglu_row_backward(float* dg, float* du, const float* da, const float* g, const float* u, int n);
 
 // Exact (erf) GELU over one row: y_i = 0.5 x_i (1 + erf(x_i / sqrt 2)); the gradient row
-// dx_i = dy_i (cdf_i + x_i pdf_i) (dx may alias dy). libmvec's erff where there is AVX-512.
+// dx_i = dy_i (cdf_i + x_i pdf_i) (dx may alias dy). libmvec's erff where there is AVX-512 or AVX2.
 void gelu_row(float* y, const float* x, int n);
 void gelu_grad_row(float* dx, const float* dy, const float* x, int n);
 
-// Tests: run the portable loops even where AVX-512 is available.
-void vec_math_force_portable(bool on);
+// Tests: cap the tier for the whole process (kernels/kernel_tier.h).
+void vec_math_force(KernelTier k);
 
 }  // namespace zaya
