@@ -238,7 +238,7 @@ float row_portable(QType t, const uint8_t* wr, const XQ& xq, int m) {
 
 // ---------------------------------------------------------------- AVX-512 VNNI
 
-#define ZQ_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c")))
+#define ZQ_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c,fma")))
 // Bytes of software prefetch ahead of the weight read (hardware prefetch stops at pages). On the
 // 2-core Zen 5 VM (bench_quant_kernels, 2 threads, 2 MB pages, 5 rounds alternating 1, 2 and
 // 4 KB): medians q4_k 63.7 / 63.0 / 54.9 GB/s, q6_k 56.6 / 57.2 / 57.2, q8_0 59.4 / 60.7 / 53.9.
