@@ -2,19 +2,18 @@
 // (CPUs without AVX-512): attention_avx512.cpp's scheme in 8 lanes. K and V float or bf16
 // (widened exactly as read), hd a multiple of 8; scores, softmax and sums in float.
 //   scores: 8 keys at a time, each K row read once for the G heads, a tree sum of the 8;
-//   softmax: vector max and glibc's AVX2 vector expf (libmvec);
+//   softmax: vec_math's row_softmax (glibc's vector expf);
 //   values: blocks of 64 keys, each V row read from memory once, 4 heads x 2 vectors of
 //   accumulators per pass (AVX2 has 16 vector registers).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <type_traits>
 
 #include "kernels/attention_group.h"
-
-extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);  // glibc libmvec
+#include "kernels/avx2_util.h"
+#include "kernels/vec_math.h"
 
 #define ZT __attribute__((target("avx2,fma")))
 
@@ -26,11 +25,6 @@ ZT inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 ZT inline __m256 load8(const bf16* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-ZT inline float hsum(__m256 v) {
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
 }
 
 template <class T>
@@ -87,38 +81,9 @@ ZT void scores(float* S, int Tk, const float* qg, const T* kb, int ldk, int hd, 
       const float* qr = qg + size_t(j) * hd;
       __m256 a0 = _mm256_setzero_ps();
       for (int c = 0; c < C; ++c) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8 * c), _mm256_loadu_ps(kr + 8 * c), a0);
-      S[size_t(j) * Tk + u0] = hsum(a0) * scale;
+      S[size_t(j) * Tk + u0] = hsum8(a0) * scale;
     }
   }
-}
-
-// row[0, n) <- softmax(row[0, n)); returns the log-sum-exp. The last n % 8 keys go through
-// the vector expf too (lanes past n are -inf, so exp gives 0, and are not stored).
-ZT float softmax_row(float* row, int n) {
-  const int full = n / 8 * 8, rem = n - full;
-  const float ninf = -std::numeric_limits<float>::infinity();
-  alignas(32) float tail[8];
-  for (int i = 0; i < 8; ++i) tail[i] = i < rem ? row[full + i] : ninf;
-  __m256 mv = _mm256_load_ps(tail);
-  for (int i = 0; i < full; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(row + i));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  const float m = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-  const __m256 mb = _mm256_set1_ps(m);
-  __m256 sv = _mm256_setzero_ps();
-  for (int i = 0; i < full; i += 8) {
-    const __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(row + i), mb));
-    _mm256_storeu_ps(row + i, e);
-    sv = _mm256_add_ps(sv, e);
-  }
-  const __m256 et = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_load_ps(tail), mb));
-  _mm256_store_ps(tail, et);
-  sv = _mm256_add_ps(sv, et);
-  const float sum = hsum(sv), inv = 1.f / sum;
-  const __m256 vinv = _mm256_set1_ps(inv);
-  for (int i = 0; i < full; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), vinv));
-  for (int i = 0; i < rem; ++i) row[full + i] = tail[i] * inv;
-  return m + std::log(sum);
 }
 
 // Keys [u0, u1) of og[j * hd + i] += sum_u P[j * Tk + u] v[u][i] for heads j0 + (0..gn) and
@@ -164,7 +129,7 @@ ZT void values(float* og, const float* P, int Tk, const T* vb, int ldv, int hd, 
 template <class T>
 void group(float* out, float* lse, const float* q, const T* k, const T* v, const AttnShape& s, int b, int g,
            float* S) {
-  attention_group_rows(out, lse, q, k, v, s, b, g, S, scores<T>, softmax_row, values<T>);
+  attention_group_rows(out, lse, q, k, v, s, b, g, S, scores<T>, row_softmax, values<T>);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include "kernels/attention_group.h"
+#include "kernels/avx2_util.h"
 
 #include <immintrin.h>
 
@@ -207,8 +208,7 @@ bool attention_group_avx512_ok(const AttnShape& s) {
 }
 
 bool attention_group_avx2_ok(const AttnShape& s) {
-  static const bool cpu = cpu_features().avx2 && __builtin_cpu_supports("fma");
-  return s.hd % 8 == 0 && cpu && cap() != KernelTier::Portable;
+  return s.hd % 8 == 0 && cpu_avx2_fma() && cap() != KernelTier::Portable;
 }
 
 const char* attention_group_kernel(const AttnShape& s, bool bf16_cache) {

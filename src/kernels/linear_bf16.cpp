@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/avx2_util.h"
 #include "kernels/gemm.h"
 #include "kernels/team_rows.h"
 
@@ -27,7 +28,7 @@ enum class Tier { Avx512Bf16, Avx2, Portable };
 Tier tier() {
   const KernelTier c = KernelTier(g_cap.load(std::memory_order_relaxed));
   if (c == KernelTier::Auto && cpu_features().avx512_bf16) return Tier::Avx512Bf16;
-  if (c != KernelTier::Portable && cpu_features().avx2 && __builtin_cpu_supports("fma")) return Tier::Avx2;
+  if (c != KernelTier::Portable && cpu_avx2_fma()) return Tier::Avx2;
   return Tier::Portable;
 }
 bool use_native() { return tier() == Tier::Avx512Bf16; }
@@ -196,9 +197,7 @@ __attribute__((target("avx2,fma"))) void stream_rows_avx2(float* y, int ldy, con
     }
     for (int p = 0; p < S; ++p)
       for (int i = 0; i < MR; ++i) {
-        const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(acc[i][p]), _mm256_extractf128_ps(acc[i][p], 1));
-        const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-        float v = _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+        float v = hsum8(acc[i][p]);
         for (int k = full * 8; k < K; ++k) v += from_bf16(wr[p][k]) * xf[size_t(i) * K + k];
         float* o = y + size_t(i) * ldy + start[p] + r;
         *o = beta == 0.f ? v : *o * beta + v;

@@ -13,6 +13,7 @@
 
 #include "core/bf16.h"
 #include "core/error.h"
+#include "kernels/avx2_util.h"
 #include "kernels/gemm.h"
 #include "kernels/linear_quant_xq.h"
 #include "kernels/team_rows.h"
@@ -43,8 +44,7 @@ bool cpu_vnni() {
   return ok;
 }
 bool cpu_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+  static const bool ok = cpu_avx2_fma() && __builtin_cpu_supports("f16c");
   return ok;
 }
 KernelTier cap() { return KernelTier(g_cap.load(std::memory_order_relaxed)); }

@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "kernels/avx2_util.h"
 #include "kernels/linear_quant_xq.h"
 
 #define ZA_TARGET __attribute__((target("avx2,fma,f16c")))
@@ -27,11 +28,6 @@ using quant::BlockQ8_0;
 constexpr int kPrefetch = 2048;
 
 ZA_TARGET inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-ZA_TARGET inline float hsum(__m256 v) {
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-}
 ZA_TARGET inline int hsum_epi32(__m256i v) {
   __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
@@ -105,7 +101,7 @@ ZA_TARGET void kern_32(const uint8_t *const *wr, int bbytes, const XQ &xq, int m
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum(acc[r][i]);
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum8(acc[r][i]);
 }
 
 struct LevelsQ8_0 {
@@ -171,7 +167,7 @@ ZA_TARGET void kern_q4_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum(acc[r][i]);
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum8(acc[r][i]);
 }
 
 // q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the
@@ -221,7 +217,7 @@ ZA_TARGET void kern_q6_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum(acc[r][i]);
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum8(acc[r][i]);
 }
 
 template <int MR, int NR>

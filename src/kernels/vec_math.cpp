@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/avx2_util.h"
 #include "kernels/gemm.h"
 
 extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512);  // glibc libmvec
@@ -25,10 +26,7 @@ std::atomic<int> g_cap{int(KernelTier::Auto)};  // vec_math_force
 
 KernelTier cap() { return KernelTier(g_cap.load(std::memory_order_relaxed)); }
 bool use_avx512() { return cpu_features().avx512f && cap() == KernelTier::Auto; }
-bool use_avx2() {
-  static const bool cpu = cpu_features().avx2 && __builtin_cpu_supports("fma");
-  return cpu && cap() != KernelTier::Portable;
-}
+bool use_avx2() { return cpu_avx2_fma() && cap() != KernelTier::Portable; }
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -139,11 +137,6 @@ __attribute__((target("avx512f"))) void gelu_grad_avx512(float* dx, const float*
 VM_AVX2 inline __m256i tail_mask(int rem) {  // lanes < rem
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
-VM_AVX2 inline float hsum8(__m256 v) {
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-}
 // x[i .. i + 8) with lanes at or past n set to `fill`.
 VM_AVX2 inline __m256 load_tail(const float* x, int i, int n, float fill) {
   const __m256i k = tail_mask(n - i);
@@ -155,9 +148,7 @@ VM_AVX2 float max_avx2(const float* x, int n) {
   __m256 m = _mm256_set1_ps(kNegInf);
   for (int i = 0; i < full; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
   if (n > full) m = _mm256_max_ps(m, load_tail(x, full, n, kNegInf));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  return hmax8(m);
 }
 
 template <bool Store>
