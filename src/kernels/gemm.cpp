@@ -41,6 +41,7 @@ const CpuFeatures& cpu_features() {
       c.amx_bf16 = d & (1u << 22);
     }
     if (__get_cpuid_count(7, 1, &a, &b, &cc, &d)) c.avx512_bf16 = a & (1u << 5);
+    if (__get_cpuid(1, &a, &b, &cc, &d)) c.fma = cc & (1u << 12);
     return c;
   }();
   return f;
@@ -461,16 +462,27 @@ void gemm_serial(Trans ta, Trans tb, int M, int N, int K, double alpha, const do
   gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+const char* blas_core_upgrade(const CpuFeatures& f, const char* core) {
+  // Any core without the CPU's widest kernels: Haswell/Zen on an AVX-512 CPU (the image's
+  // pin), or a generic fallback such as Prescott, which DYNAMIC_ARCH picks for a CPU model it
+  // does not know (a VM's "Intel Xeon Processor" with AMX was seen to get Prescott's SSE3
+  // kernels).
+  auto one_of = [core](std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (!strcasecmp(core, n)) return true;
+    return false;
+  };
+  if (f.avx512f) return one_of({"SkylakeX", "Cooperlake", "SapphireRapids"}) ? nullptr : "SkylakeX";
+  if (f.avx2 && f.fma) return one_of({"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) ? nullptr : "Haswell";
+  return nullptr;
+}
+
 void maybe_reexec_for_blas_core(char** argv) {
   const char* pref = std::getenv("ZAYA_BLAS_CORE");
-  if ((pref && !std::strcmp(pref, "keep")) || std::getenv("ZAYA_BLAS_REEXEC") || !cpu_features().avx512f) return;
-  // Any core without AVX-512 kernels: Haswell/Zen (the image's pin), or a generic fallback
-  // such as Prescott, which DYNAMIC_ARCH picks for a CPU model it does not know (a VM's
-  // "Intel Xeon Processor" with AMX was seen to get Prescott's SSE3 kernels).
-  const char* core = openblas_get_corename();
-  for (const char* avx512_core : {"SkylakeX", "Cooperlake", "SapphireRapids"})
-    if (!strcasecmp(core, avx512_core)) return;
-  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  if ((pref && !std::strcmp(pref, "keep")) || std::getenv("ZAYA_BLAS_REEXEC")) return;
+  const char* want = blas_core_upgrade(cpu_features(), openblas_get_corename());
+  if (!want) return;
+  setenv("OPENBLAS_CORETYPE", want, 1);
   setenv("ZAYA_BLAS_REEXEC", "1", 1);  // never loop
   execv("/proc/self/exe", argv);  // returns only on failure: then carry on with what we have
 }
@@ -482,7 +494,7 @@ std::string gemm_runtime_info() {
   return cat("BLAS: OpenBLAS ", openblas_get_config(), " core=", openblas_get_corename(),
              " threading=", par == 0 ? "sequential" : par == 1 ? "pthreads" : "openmp", "; oneDNN ", v->major, ".",
              v->minor, ".", v->patch, "; threads=", omp_get_max_threads(), "; cpu: avx2=", f.avx2,
-             " avx512f=", f.avx512f, " avx512_bf16=", f.avx512_bf16, " amx_bf16=", f.amx_bf16,
+             " fma=", f.fma, " avx512f=", f.avx512f, " avx512_bf16=", f.avx512_bf16, " amx_bf16=", f.amx_bf16,
              "; fp32 engine=", gemm_engine_name(gemm_resolve(GemmPrecision::F32)),
              ", bf16 engine=",
              bf16_gemm_supported() ? gemm_engine_name(gemm_resolve(GemmPrecision::BF16)) : "unavailable (fp32 fallback)");

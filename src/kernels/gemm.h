@@ -107,7 +107,7 @@ const char* gemm_precision_name(GemmPrecision p);
 
 // What the CPU offers, detected at run time.
 struct CpuFeatures {
-  bool avx2 = false, avx512f = false, avx512_bf16 = false, amx_bf16 = false;
+  bool avx2 = false, fma = false, avx512f = false, avx512_bf16 = false, amx_bf16 = false;
 };
 const CpuFeatures& cpu_features();
 bool bf16_gemm_supported();
@@ -129,13 +129,17 @@ void gemm_f32_row_tiles(int M, int N, int K, const float* x, int ldx, float beta
 
 // OpenBLAS's SkylakeX (AVX-512) kernels are the fastest on our AVX-512 AMD EPYC machines
 // (3072^3 fp32: Haswell 0.109, Cooperlake 0.171, SkylakeX 0.187 TFLOP/s; bench/README.md),
-// but the machine image pins OPENBLAS_CORETYPE=Haswell.
+// but the machine image pins OPENBLAS_CORETYPE=Haswell; and for a CPU model DYNAMIC_ARCH does
+// not know it can pick a generic core (Prescott's SSE3 kernels: 2.7x slower than Haswell's
+// at 2048 x 512 x 512 on a Zen 3).
+// The core OPENBLAS_CORETYPE should name on a CPU with features f whose OpenBLAS runs `core`:
+// SkylakeX on AVX-512 CPUs whose core has no AVX-512 kernels, Haswell on AVX2 + FMA CPUs whose
+// core has no AVX2 kernels; nullptr when the core is right.
+const char* blas_core_upgrade(const CpuFeatures& f, const char* core);
 // OpenBLAS reads OPENBLAS_CORETYPE only when it loads, so the zaya binary calls this first
-// thing in main(): if the CPU has AVX-512 and OpenBLAS runs kernels without it (Haswell/Zen,
-// also when OPENBLAS_CORETYPE=Haswell is set machine-wide, as on our CI image; or a generic
-// core such as Prescott for a CPU model DYNAMIC_ARCH does not know), it sets
-// OPENBLAS_CORETYPE=SkylakeX and re-executes itself (same pid, same arguments).
-// ZAYA_BLAS_CORE=keep leaves OpenBLAS's choice alone.
+// thing in main(): where blas_core_upgrade names a core, it sets OPENBLAS_CORETYPE to it and
+// re-executes itself (same pid, same arguments). ZAYA_BLAS_CORE=keep leaves OpenBLAS's
+// choice alone.
 void maybe_reexec_for_blas_core(char** argv);
 
 // One line: BLAS library, its core and threading, oneDNN version and ISA, CPU features.
