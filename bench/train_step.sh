@@ -14,7 +14,8 @@
 #     from `zaya size`) / the GEMM peak of the same precision measured around the run (the mean
 #     of the searches before and after it; the target is checked against this), also shown
 #     against the highest peak any search of the run read; peak RSS of each zaya run.
-# About 12 minutes on 2 idle cores at the defaults.
+# About 12 minutes on 2 idle cores at the defaults. On a CPU without a bf16 GEMM (no AVX512-BF16,
+# no AMX) only fp32 runs: zaya's bf16 would multiply in fp32 and torch's autocast emulates bf16.
 #
 # Usage: bash bench/train_step.sh [build/zaya] [steps]
 # Environment: MEDIUM_STEPS (timed steps of zaya1-medium, default 4), ZAYA_PYTHON (python with
@@ -46,6 +47,14 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/l
 echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); avx512f=$(flag avx512f) avx512_bf16=$(flag avx512_bf16) amx_bf16=$(flag amx_bf16)"
 "$ZAYA" info | sed 's/^/# zaya: /'
 
+# Without a bf16 GEMM (no AVX512-BF16, no AMX) zaya's bf16 runs its products in fp32 and
+# torch's bf16 autocast emulates bf16 (minutes per step): both precisions are fp32 there.
+if "$ZAYA" info | grep -q 'bf16 engine=unavailable'; then
+  PAIRS=("zaya fp32" "torch fp32")
+  echo "# this CPU has no bf16 GEMM: fp32 only (zaya's bf16 would run fp32 products, torch's autocast emulates bf16)"
+else
+  PAIRS=("zaya fp32" "torch fp32" "torch bf16" "zaya bf16")
+fi
 echo "# PyTorch peer check (tools/reference/zaya_fast.py against zaya_ref.py, fp32):"
 "$PY" tools/reference/zaya_fast.py check | sed 's/^/#   /'
 
@@ -79,7 +88,7 @@ bench_shape() {  # "cfg B T threads..." steps tag
   "$ZAYA" size --config "$cfg" --hw $HW_FOR_FLOPS --seq "$t" --micro-batch "$b" --dtype fp32 --json \
     >"$OUT/size_$tag.json"
   for th in $threads; do
-    for pair in "zaya fp32" "torch fp32" "torch bf16" "zaya bf16"; do
+    for pair in "${PAIRS[@]}"; do
       set -- $pair
       local f="$OUT/${tag}_t${th}_$1_$2.json" t0=$SECONDS
       "run_$1" "$cfg" "$b" "$t" "$th" "$steps" "$2" "$f"
@@ -143,8 +152,9 @@ for (tag, cfg, B, T, steps), by_th in runs.items():
                   f"  {pa:>28s}")
             if who == "torch" and (first_torch is None or first_torch.get("bf16_gemm") is None):
                 first_torch = d
-        zb = max(("fp32", "bf16"), key=lambda p: r[("zaya", p)]["tokens_per_s"])
-        tb = max(("fp32", "bf16"), key=lambda p: r[("torch", p)][f"{p}_tokens_per_s"])
+        ran = lambda who: [p for p in ("fp32", "bf16") if (who, p) in r]
+        zb = max(ran("zaya"), key=lambda p: r[("zaya", p)]["tokens_per_s"])
+        tb = max(ran("torch"), key=lambda p: r[("torch", p)][f"{p}_tokens_per_s"])
         z, t = r[("zaya", zb)]["tokens_per_s"], r[("torch", tb)][f"{tb}_tokens_per_s"]
         ratio = z / t
         print(f"  ratio 1, {th} thread{'s' if th > 1 else ''}: zaya {zb} / PyTorch {tb} = {ratio:.2f}x"
@@ -152,6 +162,8 @@ for (tag, cfg, B, T, steps), by_th in runs.items():
               + met(ratio, r1_target))
         note = "" if th == 2 else f" (against {scale:.1f} x the 2-thread peak)"
         for prec, tgt, why in (("bf16", bf16_target, bf16_why), ("fp32", fp32_target, "")):
+            if ("zaya", prec) not in r:
+                continue
             d = r[("zaya", prec)]
             fl = d["tokens_per_s"] * fpt / 1e12
             frac = fl / (around(d) * scale)
