@@ -113,6 +113,9 @@ void gemm_stats_enable(bool on) { g_stats_on = on; }
 
 namespace {
 
+// Products of fewer multiply-adds stay on OpenBLAS's own threading (sgemm_shared).
+constexpr double kSharedMinMacs = 64.0 * 1024 * 1024;
+
 CBLAS_TRANSPOSE cb(Trans t) { return t == Trans::N ? CblasNoTrans : CblasTrans; }
 
 struct Dnnl {
@@ -394,6 +397,36 @@ void scale_c(int M, int N, float beta, float* C, int ldc) {  // BLAS semantics f
 
 }  // namespace
 
+namespace {
+
+// OpenBLAS sgemm on all threads where OpenBLAS is the fp32 engine (CPUs without AVX-512): one
+// contiguous share of C's rows (M >= N) or columns per thread, each a single-threaded sgemm
+// (OpenBLAS's OpenMP build runs serially inside a parallel region), instead of OpenBLAS's own
+// split. On a Zen 3 at 2 threads: the LM head's dE (8192 x 512 x 2048, A transposed) 127 -> 150
+// GFLOP/s median alone; the zaya1-small step 1.024x median, 1.023x best over 10 interleaved
+// rounds (bench/ab_step.sh). Each element is one sgemm's sum over K either way.
+void sgemm_shared(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                  int ldb, float beta, float* C, int ldc) {
+  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (nt <= 1 || double(M) * N * K < kSharedMinMacs || std::max(M, N) < 2 * nt ||
+      gemm_resolve(GemmPrecision::F32) != GemmEngine::OpenBLAS)
+    return cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const bool rows = M >= N;
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads(), total = rows ? M : N;
+    const int s0 = int(long(total) * t / n), s1 = int(long(total) * (t + 1) / n);
+    if (rows)
+      cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), s1 - s0, N, K, alpha, ta == Trans::N ? A + size_t(s0) * lda : A + s0,
+                  lda, B, ldb, beta, C + size_t(s0) * ldc, ldc);
+    else
+      cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, s1 - s0, K, alpha, A, lda,
+                  tb == Trans::N ? B + s0 : B + size_t(s0) * ldb, ldb, beta, C + s0, ldc);
+  }
+}
+
+}  // namespace
+
 GemmEngine gemm_engine_for(GemmEngine engine, GemmPrecision prec, Trans ta, int M, int N, int K) {
   if (prec == GemmPrecision::BF16 && !bf16_gemm_supported()) prec = GemmPrecision::F32;
   // Auto, nothing forced: our AVX-512 kernels but for the largest products (gemm_avx512_suits).
@@ -428,7 +461,7 @@ void gemm_with(GemmEngine engine, GemmPrecision prec, Trans ta, Trans tb, int M,
   else if (engine == GemmEngine::Avx512)
     gemm_f32_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else
-    cblas_sgemm(CblasRowMajor, cb(ta), cb(tb), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_shared(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   record_gemm(t0, M, N, K);
 }
 

@@ -10,7 +10,9 @@
 // has AMX, else our AVX512-BF16 kernel, else oneDNN; the largest products with A transposed
 // (gemm_avx512_suits) go from the AVX-512 kernels to OpenBLAS (fp32) and oneDNN (bf16). It can be forced with
 // ZAYA_GEMM_ENGINE=openblas|onednn|amx|avx512 (onednn and avx512 apply to both precisions,
-// amx to bf16 only, openblas to fp32 only: the other precision keeps its default).
+// amx to bf16 only, openblas to fp32 only: the other precision keeps its default). Where
+// OpenBLAS is the fp32 engine, products of 64M multiply-adds or more are cut into one share of
+// rows or columns per thread, each a single-threaded sgemm (gemm.cpp's sgemm_shared).
 // double always goes to OpenBLAS dgemm (gradient checks).
 #pragma once
 #include <omp.h>
@@ -168,8 +170,9 @@ class GemmRegion {
 // per task (dynamic order), when there are threads to spare and gemm_concurrent_ok(), timed
 // as one GemmRegion of `flops`; else one after another on the calling thread's team (each
 // product then split over the threads itself). Small products split over the threads scale
-// poorly (zaya1-small's 256-row experts: 1.56x at 2 threads); our kernels and OpenBLAS sum in
-// the same order on one thread as on many, so the results do not change.
+// poorly (zaya1-small's 256-row experts: 1.56x at 2 threads); our kernels sum in the same
+// order on one thread as on many, so their results do not change (OpenBLAS's may, in the last
+// bits: its threaded and single-threaded products take different tail kernels).
 template <class F>
 void gemm_side_by_side(int n, double flops, F&& f) {
   if (n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel() && gemm_concurrent_ok()) {
