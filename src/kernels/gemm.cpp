@@ -113,9 +113,6 @@ void gemm_stats_enable(bool on) { g_stats_on = on; }
 
 namespace {
 
-// Products of fewer multiply-adds stay on OpenBLAS's own threading (sgemm_shared).
-constexpr double kSharedMinMacs = 64.0 * 1024 * 1024;
-
 CBLAS_TRANSPOSE cb(Trans t) { return t == Trans::N ? CblasNoTrans : CblasTrans; }
 
 struct Dnnl {
@@ -395,16 +392,15 @@ void scale_c(int M, int N, float beta, float* C, int ldc) {  // BLAS semantics f
     for (int j = 0; j < N; ++j) C[size_t(i) * ldc + j] = beta == 0.f ? 0.f : beta * C[size_t(i) * ldc + j];
 }
 
-}  // namespace
-
-namespace {
-
 // OpenBLAS sgemm on all threads where OpenBLAS is the fp32 engine (CPUs without AVX-512): one
 // contiguous share of C's rows (M >= N) or columns per thread, each a single-threaded sgemm
 // (OpenBLAS's OpenMP build runs serially inside a parallel region), instead of OpenBLAS's own
 // split. On a Zen 3 at 2 threads: the LM head's dE (8192 x 512 x 2048, A transposed) 127 -> 150
 // GFLOP/s median alone; the zaya1-small step 1.024x median, 1.023x best over 10 interleaved
-// rounds (bench/ab_step.sh). Each element is one sgemm's sum over K either way.
+// rounds (bench/ab_step.sh). The last bits may differ from OpenBLAS's own split, as its
+// threaded products differ from its single-threaded ones (their row tails take other kernels).
+// Smaller products stay on OpenBLAS's own threading.
+constexpr double kSharedMinMacs = 64.0 * 1024 * 1024;
 void sgemm_shared(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                   int ldb, float beta, float* C, int ldc) {
   const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
