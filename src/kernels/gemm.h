@@ -10,7 +10,9 @@
 // has AMX, else our AVX512-BF16 kernel, else oneDNN; the largest products with A transposed
 // (gemm_avx512_suits) go from the AVX-512 kernels to OpenBLAS (fp32) and oneDNN (bf16). It can be forced with
 // ZAYA_GEMM_ENGINE=openblas|onednn|amx|avx512 (onednn and avx512 apply to both precisions,
-// amx to bf16 only, openblas to fp32 only: the other precision keeps its default). Where
+// amx to bf16 only, openblas to fp32 only: the other precision keeps its default); a forced
+// engine takes every product of its precision, the largest included (no routing by shape), so
+// a forced engine against the default compares more than the engine. Where
 // OpenBLAS is the fp32 engine, products of 64M multiply-adds or more are cut into one share of
 // rows or columns per thread, each a single-threaded sgemm (gemm.cpp's sgemm_shared).
 // double always goes to OpenBLAS dgemm (gradient checks).
