@@ -1,8 +1,8 @@
 // OpenBLAS as zaya runs it: which core zaya asks for (blas_core_upgrade, kernels/gemm.h) and
 // that the binary re-executes itself into it (a generic core, what DYNAMIC_ARCH gives a CPU
 // model it does not know, must not be kept on a CPU with AVX2 or AVX-512 kernels to run); and
-// large products shared across threads by rows or columns (gemm.cpp's sgemm_shared) giving
-// the bits one thread gives.
+// large products shared across threads by rows or columns (gemm.cpp's sgemm_shared) within
+// fp32 rounding of a double reference.
 #include <gtest/gtest.h>
 #include <omp.h>
 

@@ -501,8 +501,9 @@ const char* blas_core_upgrade(const CpuFeatures& f, const char* core) {
       if (!strcasecmp(core, n)) return true;
     return false;
   };
-  if (f.avx512f) return one_of({"SkylakeX", "Cooperlake", "SapphireRapids"}) ? nullptr : "SkylakeX";
-  if (f.avx2 && f.fma) return one_of({"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) ? nullptr : "Haswell";
+  const bool avx512_kernels = one_of({"SkylakeX", "Cooperlake", "SapphireRapids"});
+  if (f.avx512f) return avx512_kernels ? nullptr : "SkylakeX";
+  if (f.avx2 && f.fma) return avx512_kernels || one_of({"Haswell", "Zen"}) ? nullptr : "Haswell";
   return nullptr;
 }
 
