@@ -2,7 +2,8 @@
 // softmax(scale q k^T) v and its three gradients written out per row, no blocks. Shapes past
 // 256 keys take the long row blocks (attn_row_block), with a short last block and with a
 // context-parallel shard's offset; the finite-difference rows in test_gradcheck.cpp stay at
-// short shapes, where the 64-row blocks run.
+// short shapes, where the 64-row blocks run. In fp32 both paths are checked: the per-block
+// BLAS products and the AVX2 tiles (kernels/attention_avx2_train.h).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -12,6 +13,8 @@
 
 #include "core/rng.h"
 #include "kernels/attention.h"
+#include "kernels/attention_avx2_train.h"
+#include "kernels/avx2_util.h"
 
 using namespace zaya;
 
@@ -115,4 +118,49 @@ TEST(Attention, LongCausalBlocksMatchDirectSums) {
       EXPECT_LT(normwise(flt.*m, want.*m), 2e-5) << name << " float, Tq " << c.Tq;
     }
   }
+}
+
+// The fp32 AVX2 tiles (causal skipping per 6-row tile, 16- and 8-column panels, products over
+// operands in place) and the per-block BLAS products, each against the direct sums: row counts
+// that leave partial tiles and blocks, head dims 64 and 24 (two panels of 16 and 8), a shard's
+// offset, and a head-major cache of spare capacity (prefill into a KV cache).
+TEST(Attention, Fp32TilesAndBlasBlocksMatchDirectSums) {
+  struct Case {
+    int B, Tq, Tk, q_pos0, Hq, Hk, hd;
+    bool head_major;
+  };
+  const Case cases[] = {{2, 70, 70, 0, 4, 2, 64, false},
+                        {1, 300, 300, 0, 2, 1, 24, false},
+                        {2, 37, 101, 64, 4, 1, 16, false},
+                        {2, 13, 13, 0, 4, 2, 32, true}};
+  for (const KernelTier tier : {KernelTier::Avx2, KernelTier::Portable}) {
+    if (tier == KernelTier::Avx2 && !cpu_avx2_fma()) continue;  // no AVX2 here: the BLAS path only
+    attention_avx2_train_force(tier);
+    for (const Case& c : cases) {
+      // K and V padded alike (direct() places both at K's offsets).
+      AttnShape s{c.B, c.Tq, c.Tk, c.q_pos0, c.Hq, c.Hk, c.hd, c.Hq * c.hd + 8, c.Hk * c.hd + 8, c.Hk * c.hd + 8,
+                  c.Hq * c.hd};
+      size_t kv_rows = size_t(c.B) * c.Tk;
+      if (c.head_major) {
+        s.kv_head_major = true, s.kv_batch_rows = c.Tk + 5, s.ldk = s.ldv = c.hd;
+        kv_rows = size_t(c.B) * c.Hk * s.kv_batch_rows;
+      }
+      ASSERT_EQ(attention_avx2_train_on(s), tier == KernelTier::Avx2);
+      Philox r(uint64_t(c.Tq * 7 + c.hd), 4);
+      auto draw = [&](size_t n, double sd) {
+        std::vector<double> x(n);
+        for (auto& e : x) e = sd * r.normal();
+        return x;
+      };
+      const auto q = draw(size_t(c.B) * c.Tq * s.ldq, 2), k = draw(kv_rows * s.ldk, 1);
+      const auto v = draw(kv_rows * s.ldv, 1), dout = draw(size_t(c.B) * c.Tq * s.ldo, 1);
+      const Grads want = direct(s, q, k, v, dout), got = blocked<float>(s, q, k, v, dout);
+      const std::vector<std::pair<const char*, std::vector<double> Grads::*>> parts{
+          {"out", &Grads::out}, {"lse", &Grads::lse}, {"dq", &Grads::dq}, {"dk", &Grads::dk}, {"dv", &Grads::dv}};
+      for (const auto& [name, m] : parts)
+        EXPECT_LT(normwise(got.*m, want.*m), 2e-5)
+            << name << (tier == KernelTier::Avx2 ? " AVX2 tiles" : " BLAS blocks") << ", Tq " << c.Tq << " hd " << c.hd;
+    }
+  }
+  attention_avx2_train_force(KernelTier::Auto);
 }
