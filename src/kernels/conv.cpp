@@ -138,11 +138,17 @@ void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const
   if (try_stage2_forward_bf16(out, y0, w1, s)) return causal_conv_bias(out, b1, s);
   pack_w1(w1p, w1, s);
   // Stage 2: per group and tap, one GEMM over all rows (rows that straddle batches are junk).
-  const int M = s.rows() - (K1 - 1);
-  for (int g = 0; g < C / hd; ++g)
+  // The groups write columns of their own: side by side, one thread each, as in backward.
+  const int M = s.rows() - (K1 - 1), G = C / hd;
+  auto group = [&](int g) {
     for (int k = 0; k < K1; ++k)
       gemm(Trans::N, Trans::T, M, hd, hd, T(1), y0 + size_t(k) * C + size_t(g) * hd, C,
            w1p + (size_t(k) * C + size_t(g) * hd) * hd, hd, k ? T(1) : T(0), out + size_t(g) * hd, C);
+  };
+  if constexpr (std::is_same_v<T, float>)
+    gemm_side_by_side(G, 2.0 * hd * hd * M * G * K1, group);
+  else
+    for (int g = 0; g < G; ++g) group(g);
   causal_conv_bias(out, b1, s);
 }
 
