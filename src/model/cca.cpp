@@ -275,8 +275,10 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   std::optional<prof::Zone> zone;
   zone.emplace("projections");
   T* d_attn = k.d_attn_NQ.data();
-  gemm(Trans::N, Trans::N, z.N, z.QD, z.D, T(1), dout, z.D, W + o.wo, z.QD, T(0), d_attn, z.QD);
-  gemm(Trans::T, Trans::N, z.D, z.QD, z.N, T(1), dout, z.D, s.attn_NQ.data(), z.QD, T(1), dW + o.wo, z.QD);
+  gemm_grads_side_by_side<T>(4.0 * z.N * z.QD * z.D, [&](int i) {
+    if (i == 0) return gemm(Trans::N, Trans::N, z.N, z.QD, z.D, T(1), dout, z.D, W + o.wo, z.QD, T(0), d_attn, z.QD);
+    gemm(Trans::T, Trans::N, z.D, z.QD, z.N, T(1), dout, z.D, s.attn_NQ.data(), z.QD, T(1), dW + o.wo, z.QD);
+  });
   // 7. attention
   zone.reset();
   zone.emplace("attention");
@@ -372,8 +374,10 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   // 1. projections ([linear_q; linear_k] as one matrix)
   zone.reset();
   zone.emplace("projections");
-  gemm(Trans::N, Trans::N, z.N, z.D, z.C, T(1), dp, z.C, W + o.wq, z.D, T(1), dx, z.D);
-  gemm(Trans::T, Trans::N, z.C, z.D, z.N, T(1), dp, z.C, x, z.D, T(1), dW + o.wq, z.D);
+  gemm_grads_side_by_side<T>(4.0 * z.N * z.D * z.C, [&](int i) {
+    if (i == 0) return gemm(Trans::N, Trans::N, z.N, z.D, z.C, T(1), dp, z.C, W + o.wq, z.D, T(1), dx, z.D);
+    gemm(Trans::T, Trans::N, z.C, z.D, z.N, T(1), dp, z.C, x, z.D, T(1), dW + o.wq, z.D);
+  });
   // 4. values: undo the shift, dy_t = [dv_t (first half) | dv_{t+1} (second half)], the last
   // row of each sequence has no successor; then one product pair with [val_proj1; val_proj2].
   T* dy = k.dvproj_NV.data();
@@ -387,8 +391,10 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
         std::memset(dy + row * z.KD + z.VH, 0, sizeof(T) * z.VH);
     }
   });
-  gemm(Trans::N, Trans::N, z.N, z.D, z.KD, T(1), dy, z.KD, W + o.wv1, z.D, T(1), dx, z.D);
-  gemm(Trans::T, Trans::N, z.KD, z.D, z.N, T(1), dy, z.KD, x, z.D, T(1), dW + o.wv1, z.D);
+  gemm_grads_side_by_side<T>(4.0 * z.N * z.D * z.KD, [&](int i) {
+    if (i == 0) return gemm(Trans::N, Trans::N, z.N, z.D, z.KD, T(1), dy, z.KD, W + o.wv1, z.D, T(1), dx, z.D);
+    gemm(Trans::T, Trans::N, z.KD, z.D, z.N, T(1), dy, z.KD, x, z.D, T(1), dW + o.wv1, z.D);
+  });
 }
 
 #define ZAYA_INST(T)                                                                                        \

@@ -34,17 +34,6 @@ void LocalExperts<T>::resize(const ModelConfig& c, int max_rows) {
 
 // With activation copies on (bf16 products), a and du are kept only in bf16: SwiGLU writes
 // them and the products read them as stored (gemm_bf16). Otherwise fp32, through gemm().
-// The router MLP's gradients per layer: f(0) the input's, f(1) the weights'. They read the same
-// upstream gradient and write apart, with equal work, and each is too small to split well over
-// the threads (zaya1-small: N = 2048, R = 128): side by side, one thread each. flops: both.
-template <class T, class F>
-static void router_grads(double flops, F&& f) {
-  if constexpr (std::is_same_v<T, float>)  // double (gradient checks) one after the other
-    gemm_side_by_side(2, flops, f);
-  else
-    f(0), f(1);
-}
-
 template <class T>
 static bool bf16_only() {
   if constexpr (std::is_same_v<T, float>) return gemm_activation_copies_on();
@@ -427,22 +416,21 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
   softmax_backward(dlogit, dprob, s.prob_NE.data(), N, NC);
   T* dh2 = k.dh2_NR.data();
   T* dh0 = k.dh0_NR.data();
-  // Each layer's input and weight gradients: independent products of equal work, each too
-  // small to split well over the threads (router_grads).
-  router_grads<T>(4.0 * N * R * NC, [&](int i) {
+  // Each layer's input and weight gradients side by side (N = 2048, R = 128 in zaya1-small).
+  gemm_grads_side_by_side<T>(4.0 * N * R * NC, [&](int i) {
     if (i == 0) return gemm(Trans::N, Trans::N, N, R, NC, T(1), dlogit, NC, W + ro.mlp4_w, R, T(0), dh2, R);
     gemm(Trans::T, Trans::N, NC, R, N, T(1), dlogit, NC, s.h2_NR.data(), R, T(1), dW + ro.mlp4_w, R);
   });
   gelu_backward(dh2, dh2, s.pre2_NR.data(), size_t(N) * R);
   colsum_product(dW + ro.mlp2_b, dh2, (const T*)nullptr, N, R, R, 0);
-  router_grads<T>(4.0 * N * R * R, [&](int i) {
+  gemm_grads_side_by_side<T>(4.0 * N * R * R, [&](int i) {
     if (i == 0) return gemm(Trans::N, Trans::N, N, R, R, T(1), dh2, R, W + ro.mlp2_w, R, T(0), dh0, R);
     gemm(Trans::T, Trans::N, R, R, N, T(1), dh2, R, s.h0_NR.data(), R, T(1), dW + ro.mlp2_w, R);
   });
   gelu_backward(dh0, dh0, s.pre0_NR.data(), size_t(N) * R);
   colsum_product(dW + ro.mlp0_b, dh0, (const T*)nullptr, N, R, R, 0);
   T* dzn = k.dzn_NR.data();
-  router_grads<T>(4.0 * N * R * R, [&](int i) {
+  gemm_grads_side_by_side<T>(4.0 * N * R * R, [&](int i) {
     if (i == 0) return gemm(Trans::N, Trans::N, N, R, R, T(1), dh0, R, W + ro.mlp0_w, R, T(0), dzn, R);
     gemm(Trans::T, Trans::N, R, R, N, T(1), dh0, R, s.zn_NR.data(), R, T(1), dW + ro.mlp0_w, R);
   });
@@ -460,7 +448,7 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
     std::fill(dr_carry, dr_carry + size_t(N) * R, T(0));
   }
   colsum_product(dW + ro.down_b, dr, (const T*)nullptr, N, R, R, 0);
-  router_grads<T>(4.0 * N * D * R, [&](int i) {
+  gemm_grads_side_by_side<T>(4.0 * N * D * R, [&](int i) {
     if (i == 0) return gemm(Trans::N, Trans::N, N, D, R, T(1), dr, R, W + ro.down_w, D, T(1), dx, D);
     gemm(Trans::T, Trans::N, R, D, N, T(1), dr, R, x, D, T(1), dW + ro.down_w, D);
   });
