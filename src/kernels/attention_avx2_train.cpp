@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/avx2_tile.h"
 #include "kernels/avx2_util.h"
 #include "kernels/gemm.h"  // cpu_features
 #include "kernels/vec_math.h"
@@ -20,9 +21,7 @@ namespace {
 
 std::atomic<int> g_cap{int(KernelTier::Auto)};  // attention_avx2_train_force
 
-// Rows per tile: 6 x 2 vector accumulators, 2 vectors of B and a broadcast: 15 of the 16
-// registers.
-constexpr int kMR = 6;
+constexpr int kMR = kTileRows;
 
 // What the causal mask leaves of a product, for its tile of rows [i0, i0 + mr); query row r of
 // a block sits at position base + r.
@@ -32,35 +31,19 @@ enum class Causal {
   QueriesFrom,  // rows keys, the sum over the block's queries p: p >= i0 - base
 };
 
-// C[MR x 8 NV] (+)= alpha * sum over p in [p0, p1) of a(i, p) B[p, :], a(i, p) = A[i ai + p ap],
-// B one packed panel (row p of its 16 columns at B + 16 p).
+// C[MR x 8 NV] (+)= alpha * sum over p in [p0, p1) of a(i, p) B[p, :] (avx2_tile.h).
 template <int MR, int NV>
 ZT void tile(const float* A, long ai, long ap, const float* B, int p0, int p1, float alpha, float* C, long ldc,
              bool acc) {
-  __m256 c[MR][NV];
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) c[i][v] = _mm256_setzero_ps();
-  for (int p = p0; p < p1; ++p) {
-    const float* b = B + 16 * p;
-    const __m256 b0 = _mm256_loadu_ps(b);
-    const __m256 b1 = NV == 2 ? _mm256_loadu_ps(b + 8) : b0;
-    const float* a = A + p * ap;
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-      const __m256 x = _mm256_broadcast_ss(a + i * ai);
-      c[i][0] = _mm256_fmadd_ps(x, b0, c[i][0]);
-      if constexpr (NV == 2) c[i][1] = _mm256_fmadd_ps(x, b1, c[i][1]);
-    }
-  }
+  TileAcc<MR, NV> t;
+  tile_sum(t, A, ai, ap, B, p0, p1);
   const __m256 al = _mm256_set1_ps(alpha);
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
       float* cp = C + i * ldc + 8 * v;
-      __m256 r = _mm256_mul_ps(c[i][v], al);
+      __m256 r = _mm256_mul_ps(t.c[i][v], al);
       if (acc) r = _mm256_add_ps(r, _mm256_loadu_ps(cp));
       _mm256_storeu_ps(cp, r);
     }
@@ -89,26 +72,12 @@ struct Panels {
 };
 // B = src (rows x cols at stride lds).
 Panels pack(float* dst, const float* src, int rows, int cols, long lds) {
-  for (int c0 = 0; c0 < cols; c0 += 16) {
-    float* d = dst + size_t(c0) * rows;
-    const int nc = std::min(16, cols - c0);
-    for (int r = 0; r < rows; ++r) {
-      std::copy(src + r * lds + c0, src + r * lds + c0 + nc, d + 16 * r);
-      std::fill(d + 16 * r + nc, d + 16 * r + 16, 0.f);
-    }
-  }
+  pack_panels(dst, src, rows, cols, lds, 1);
   return {dst, rows};
 }
 // B = src^T (src rows x cols at stride lds; B cols x rows).
 Panels pack_t(float* dst, const float* src, int rows, int cols, long lds) {
-  for (int r0 = 0; r0 < rows; r0 += 16) {
-    float* d = dst + size_t(r0) * cols;
-    const int nr = std::min(16, rows - r0);
-    for (int c = 0; c < cols; ++c) {
-      for (int r = 0; r < nr; ++r) d[16 * c + r] = src[(r0 + r) * lds + c];
-      std::fill(d + 16 * c + nr, d + 16 * c + 16, 0.f);
-    }
-  }
+  pack_panels(dst, src, cols, rows, 1, lds);
   return {dst, cols};
 }
 // Floats pack / pack_t write for rows x cols (B's columns rounded up to 16).
@@ -138,14 +107,16 @@ ZT void product(int m, int n, int kd, float alpha, const float* A, long ai, long
 int round8(int n) { return (n + 7) & ~7; }
 
 // Per-thread buffers: the head's K^T, V^T, K and V packed, one block's Q and dO packed, one
-// block's P and dS (ld: Tk rounded up to 8).
+// block's P and dS (ld: Tk rounded up to 8, plus 16).
 struct Scratch {
   std::vector<float> kt, vt, kp, vp, qp, dop, p, dp;
   int ld = 0;
 };
 Scratch& thread_scratch(const AttnShape& s) {
   static thread_local Scratch sc;
-  sc.ld = round8(s.Tk);
+  // Rows of P and dS are read down their columns (P^T dO, dS^T Q): a row stride of a power of
+  // two bytes would map those reads onto a few L1 sets; 17 lines past a multiple of 16 do not.
+  sc.ld = round8(s.Tk) + 16;
   const int rb = attn_row_block(s);
   const size_t keys = packed_size(s.hd, s.Tk), dims = packed_size(s.Tk, s.hd), rows = packed_size(rb, s.hd);
   for (auto* b : {&sc.kt, &sc.vt}) b->resize(std::max(b->size(), keys));
