@@ -89,8 +89,9 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     else if (a == "--reps" && i + 1 < argc)
       reps = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--shape" && i + 1 < argc && std::sscanf(argv[i + 1], "%d,%d,%d,%d", &sh.B, &sh.T, &sh.Hq, &sh.Hk) == 4 &&
-             sh.B > 0 && sh.T > 0 && sh.Hk > 0 && sh.Hq % sh.Hk == 0)
+    else if (a == "--shape" && i + 1 < argc &&
+             std::sscanf(argv[i + 1], "%d,%d,%d,%d", &sh.B, &sh.T, &sh.Hq, &sh.Hk) == 4 && sh.B > 0 && sh.T > 0 &&
+             sh.Hk > 0 && sh.Hq % sh.Hk == 0)
       shapes.push_back(sh), ++i;
     else {
       std::fprintf(stderr, "usage: bench_attention_fp32 [--threads N] [--reps R] [--shape B,T,Hq,Hk]...\n");

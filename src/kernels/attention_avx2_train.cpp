@@ -126,6 +126,15 @@ Scratch& thread_scratch(const AttnShape& s) {
   return sc;
 }
 
+// f(b, g, scratch) for every (batch, KV head) pair, split over the threads, each with its own
+// scratch: a pair's G query heads share its packed K and V, and accumulate dK/dV race-free.
+template <class F>
+void for_each_group(const AttnShape& s, F&& f) {
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < s.B; ++b)
+    for (int g = 0; g < s.Hk; ++g) f(b, g, thread_scratch(s));
+}
+
 int seen_keys(const AttnShape& s, int t) { return std::min(s.Tk - 1, s.q_pos0 + t) + 1; }
 
 }  // namespace
@@ -142,88 +151,80 @@ void attention_forward_avx2(float* out, float* lse, const float* q, const float*
                             const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
-  // One task per (batch, KV head): its G query heads share the packed K and V.
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int b = 0; b < s.B; ++b)
-    for (int g = 0; g < s.Hk; ++g) {
-      Scratch& sc = thread_scratch(s);
-      const int ld = sc.ld;
-      const Panels kt = pack_t(sc.kt.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
-      const Panels vp = pack(sc.vp.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
-      float* S = sc.p.data();
-      for (int j = g * G; j < (g + 1) * G; ++j) {
-        const float* qb = q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd;
-        float* ob = out + size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
-        float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
-        for (int t0 = 0; t0 < s.Tq; t0 += rb) {
-          const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
-          product(rows, round8(nk), hd, scale, qb + size_t(t0) * s.ldq, s.ldq, 1, kt, S, ld, false, Causal::Cols,
-                  base);
-          for (int i = 0; i < rows; ++i) {
-            float* row = S + size_t(i) * ld;
-            const int seen = seen_keys(s, t0 + i);
-            lse_j[t0 + i] = row_softmax(row, seen);
-            std::fill(row + seen, row + nk, 0.f);
-          }
-          product(rows, hd, nk, 1.f, S, ld, 1, vp, ob + size_t(t0) * s.ldo, s.ldo, false, Causal::KeysTo, base);
+  for_each_group(s, [&](int b, int g, Scratch& sc) {
+    const int ld = sc.ld;
+    const Panels kt = pack_t(sc.kt.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
+    const Panels vp = pack(sc.vp.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
+    float* S = sc.p.data();
+    for (int j = g * G; j < (g + 1) * G; ++j) {
+      const float* qb = q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd;
+      float* ob = out + size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
+      float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+      for (int t0 = 0; t0 < s.Tq; t0 += rb) {
+        const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
+        product(rows, round8(nk), hd, scale, qb + size_t(t0) * s.ldq, s.ldq, 1, kt, S, ld, false, Causal::Cols,
+                base);
+        for (int i = 0; i < rows; ++i) {
+          float* row = S + size_t(i) * ld;
+          const int seen = seen_keys(s, t0 + i);
+          lse_j[t0 + i] = row_softmax(row, seen);
+          std::fill(row + seen, row + nk, 0.f);
         }
+        product(rows, hd, nk, 1.f, S, ld, 1, vp, ob + size_t(t0) * s.ldo, s.ldo, false, Causal::KeysTo, base);
       }
     }
+  });
 }
 
 void attention_backward_avx2(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                              const float* q, const float* k, const float* v, const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
-  // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int b = 0; b < s.B; ++b)
-    for (int g = 0; g < s.Hk; ++g) {
-      Scratch& sc = thread_scratch(s);
-      const int ld = sc.ld;
-      const float* kb = k + s.kv_offset(b, g, s.ldk);
-      const float* vb = v + s.kv_offset(b, g, s.ldv);
-      const Panels kt = pack_t(sc.kt.data(), kb, s.Tk, hd, s.ldk), vt = pack_t(sc.vt.data(), vb, s.Tk, hd, s.ldv);
-      const Panels kp = pack(sc.kp.data(), kb, s.Tk, hd, s.ldk);
-      float* dkb = dk + s.kv_offset(b, g, s.ldk);
-      float* dvb = dv + s.kv_offset(b, g, s.ldv);
-      float *P = sc.p.data(), *dS = sc.dp.data();
-      for (int j = g * G; j < (g + 1) * G; ++j) {
-        const size_t qoff = size_t(b) * s.Tq * s.ldq + size_t(j) * hd, ooff = size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
-        const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
-        for (int t0 = 0; t0 < s.Tq; t0 += rb) {
-          const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
-          const float* qr = q + qoff + size_t(t0) * s.ldq;
-          const float* gr = dout + ooff + size_t(t0) * s.ldo;
-          // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
-          product(rows, round8(nk), hd, scale, qr, s.ldq, 1, kt, P, ld, false, Causal::Cols, base);
-          product(rows, round8(nk), hd, 1.f, gr, s.ldo, 1, vt, dS, ld, false, Causal::Cols, base);
-          for (int i = 0; i < rows; ++i) {
-            const int seen = seen_keys(s, t0 + i);
-            float* pr = P + size_t(i) * ld;
-            float* dr = dS + size_t(i) * ld;
-            row_exp_scale(pr, pr, seen, lse_j[t0 + i], 1.f);
-            const float* o = out + ooff + size_t(t0 + i) * s.ldo;
-            const float* go = gr + size_t(i) * s.ldo;
-            float Dt = 0;
+  for_each_group(s, [&](int b, int g, Scratch& sc) {
+    const int ld = sc.ld;
+    const float* kb = k + s.kv_offset(b, g, s.ldk);
+    const float* vb = v + s.kv_offset(b, g, s.ldv);
+    const Panels kt = pack_t(sc.kt.data(), kb, s.Tk, hd, s.ldk), vt = pack_t(sc.vt.data(), vb, s.Tk, hd, s.ldv);
+    const Panels kp = pack(sc.kp.data(), kb, s.Tk, hd, s.ldk);
+    float* dkb = dk + s.kv_offset(b, g, s.ldk);
+    float* dvb = dv + s.kv_offset(b, g, s.ldv);
+    float *P = sc.p.data(), *dS = sc.dp.data();
+    for (int j = g * G; j < (g + 1) * G; ++j) {
+      const size_t qoff = size_t(b) * s.Tq * s.ldq + size_t(j) * hd, ooff = size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
+      const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+      for (int t0 = 0; t0 < s.Tq; t0 += rb) {
+        const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
+        const float* qr = q + qoff + size_t(t0) * s.ldq;
+        const float* gr = dout + ooff + size_t(t0) * s.ldo;
+        // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
+        product(rows, round8(nk), hd, scale, qr, s.ldq, 1, kt, P, ld, false, Causal::Cols, base);
+        product(rows, round8(nk), hd, 1.f, gr, s.ldo, 1, vt, dS, ld, false, Causal::Cols, base);
+        for (int i = 0; i < rows; ++i) {
+          const int seen = seen_keys(s, t0 + i);
+          float* pr = P + size_t(i) * ld;
+          float* dr = dS + size_t(i) * ld;
+          row_exp_scale(pr, pr, seen, lse_j[t0 + i], 1.f);
+          const float* o = out + ooff + size_t(t0 + i) * s.ldo;
+          const float* go = gr + size_t(i) * s.ldo;
+          float Dt = 0;
 #pragma omp simd reduction(+ : Dt)  // lanes, not a scalar chain of hd dependent adds
-            for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
+          for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
 #pragma omp simd
-            for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
-            // Past a row's keys both stay unread by the tiles of their own rows, but the tiles
-            // of P^T dO and dS^T Q span 6 keys: zeros there, never what the panels left.
-            std::fill(pr + seen, pr + nk, 0.f);
-            std::fill(dr + seen, dr + nk, 0.f);
-          }
-          // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q (keys < nk only)
-          const Panels dop = pack(sc.dop.data(), gr, rows, hd, s.ldo), qp = pack(sc.qp.data(), qr, rows, hd, s.ldq);
-          product(nk, hd, rows, 1.f, P, 1, ld, dop, dvb, s.ldv, true, Causal::QueriesFrom, base);
-          product(rows, hd, nk, scale, dS, ld, 1, kp, dq + qoff + size_t(t0) * s.ldq, s.ldq, true, Causal::KeysTo,
-                  base);
-          product(nk, hd, rows, scale, dS, 1, ld, qp, dkb, s.ldk, true, Causal::QueriesFrom, base);
+          for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+          // Past a row's keys both stay unread by the tiles of their own rows, but the tiles
+          // of P^T dO and dS^T Q span 6 keys: zeros there, never what the panels left.
+          std::fill(pr + seen, pr + nk, 0.f);
+          std::fill(dr + seen, dr + nk, 0.f);
         }
+        // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q (keys < nk only)
+        const Panels dop = pack(sc.dop.data(), gr, rows, hd, s.ldo), qp = pack(sc.qp.data(), qr, rows, hd, s.ldq);
+        product(nk, hd, rows, 1.f, P, 1, ld, dop, dvb, s.ldv, true, Causal::QueriesFrom, base);
+        product(rows, hd, nk, scale, dS, ld, 1, kp, dq + qoff + size_t(t0) * s.ldq, s.ldq, true, Causal::KeysTo,
+                base);
+        product(nk, hd, rows, scale, dS, 1, ld, qp, dkb, s.ldk, true, Causal::QueriesFrom, base);
       }
     }
+  });
 }
 
 }  // namespace zaya
