@@ -190,7 +190,7 @@ void gemm_side_by_side(int n, double flops, F&& f) {
 // The input and the weight gradient of one product, f(0) and f(1): both read the same upstream
 // gradient and write apart, with equal work, so they go side by side (gemm_side_by_side) in
 // fp32; `flops` counts both. Each of a small layer's (zaya1-small's router MLP, CCA's
-// projections) ran 3-16% faster on a thread of its own than split over two (Zen 3, interleaved).
+// projections) ran 2-16% faster on a thread of its own than split over two (Zen 3, interleaved).
 // double (the gradient checks) one after the other.
 template <class T, class F>
 void gemm_grads_side_by_side(double flops, F&& f) {
