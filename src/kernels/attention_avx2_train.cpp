@@ -106,33 +106,37 @@ ZT void product(int m, int n, int kd, float alpha, const float* A, long ai, long
 
 int round8(int n) { return (n + 7) & ~7; }
 
-// Per-thread buffers: the head's K^T, V^T, K and V packed, one block's Q and dO packed, one
-// block's P and dS (ld: Tk rounded up to 8, plus 16).
+// Per-thread buffers (kept between calls, grown as needed): the head's K^T and V packed and one
+// block's P (forward); backward also V^T and K packed, one block's Q and dO packed and its dS.
+// ld: Tk rounded up to 8, plus 16.
 struct Scratch {
   std::vector<float> kt, vt, kp, vp, qp, dop, p, dp;
   int ld = 0;
 };
-Scratch& thread_scratch(const AttnShape& s) {
+Scratch& thread_scratch(const AttnShape& s, bool backward) {
   static thread_local Scratch sc;
   // Rows of P and dS are read down their columns (P^T dO, dS^T Q): a row stride of a power of
   // two bytes would map those reads onto a few L1 sets; 17 lines past a multiple of 16 do not.
   sc.ld = round8(s.Tk) + 16;
   const int rb = attn_row_block(s);
-  const size_t keys = packed_size(s.hd, s.Tk), dims = packed_size(s.Tk, s.hd), rows = packed_size(rb, s.hd);
-  for (auto* b : {&sc.kt, &sc.vt}) b->resize(std::max(b->size(), keys));
-  for (auto* b : {&sc.kp, &sc.vp}) b->resize(std::max(b->size(), dims));
-  for (auto* b : {&sc.qp, &sc.dop}) b->resize(std::max(b->size(), rows));
-  for (auto* b : {&sc.p, &sc.dp}) b->resize(std::max(b->size(), size_t(rb) * sc.ld));
+  auto grow = [](std::vector<float>& b, size_t n) { b.resize(std::max(b.size(), n)); };
+  grow(sc.kt, packed_size(s.hd, s.Tk));
+  grow(sc.vp, packed_size(s.Tk, s.hd));
+  grow(sc.p, size_t(rb) * sc.ld);
+  if (backward) {
+    grow(sc.vt, sc.kt.size()), grow(sc.kp, sc.vp.size()), grow(sc.dp, sc.p.size());
+    grow(sc.qp, packed_size(rb, s.hd)), grow(sc.dop, packed_size(rb, s.hd));
+  }
   return sc;
 }
 
 // f(b, g, scratch) for every (batch, KV head) pair, split over the threads, each with its own
 // scratch: a pair's G query heads share its packed K and V, and accumulate dK/dV race-free.
 template <class F>
-void for_each_group(const AttnShape& s, F&& f) {
+void for_each_group(const AttnShape& s, bool backward, F&& f) {
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
-    for (int g = 0; g < s.Hk; ++g) f(b, g, thread_scratch(s));
+    for (int g = 0; g < s.Hk; ++g) f(b, g, thread_scratch(s, backward));
 }
 
 int seen_keys(const AttnShape& s, int t) { return std::min(s.Tk - 1, s.q_pos0 + t) + 1; }
@@ -151,7 +155,7 @@ void attention_forward_avx2(float* out, float* lse, const float* q, const float*
                             const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
-  for_each_group(s, [&](int b, int g, Scratch& sc) {
+  for_each_group(s, false, [&](int b, int g, Scratch& sc) {
     const int ld = sc.ld;
     const Panels kt = pack_t(sc.kt.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
     const Panels vp = pack(sc.vp.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
@@ -180,7 +184,7 @@ void attention_backward_avx2(float* dq, float* dk, float* dv, const float* dout,
                              const float* q, const float* k, const float* v, const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
-  for_each_group(s, [&](int b, int g, Scratch& sc) {
+  for_each_group(s, true, [&](int b, int g, Scratch& sc) {
     const int ld = sc.ld;
     const float* kb = k + s.kv_offset(b, g, s.ldk);
     const float* vb = v + s.kv_offset(b, g, s.ldv);
