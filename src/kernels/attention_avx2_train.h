@@ -2,9 +2,11 @@
 // register tiles, for CPUs whose fp32 products are OpenBLAS's without AVX-512 (AMD Zen 2/3,
 // Intel client cores). The per-block OpenBLAS products (attention.cpp) pack both operands on
 // every call, and at these sizes (64-row blocks, head dim 64) packing is a large part of the
-// work; here nothing is packed but K^T and V^T, once per head:
-//   - every product is a 6 x 16 tile over operands as they lie (A's elements broadcast at any
-//     two strides, B's rows contiguous), so P^T dO and dS^T Q read P and dS in place;
+// work; here only the B side of each product is packed, into 16-column panels (K^T, V^T, K and V
+// once per (batch, KV head), Q and dO once per block), and A is read where it lies:
+//   - every product is a 6 x 16 tile (kernels/avx2_tile.h), A's elements broadcast at any two
+//     strides, so Q K^T, P V and dS K read Q, P and dS in place, and P^T dO and dS^T Q read P
+//     and dS down their columns;
 //   - the causal triangle is skipped per 6-row tile, not per 64-row block: a tile's scores stop
 //     at its last row's last key, its P V and dS K sums at that key, and its rows of P^T dO and
 //     dS^T Q start at the first query that sees the tile's keys;
