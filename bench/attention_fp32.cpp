@@ -10,13 +10,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "attention_layer.h"
 #include "kernels/attention.h"
 #include "kernels/attention_avx2_train.h"
 #include "kernels/avx2_util.h"
@@ -26,47 +25,18 @@ using namespace zaya;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct Shape {
   int B, T, Hq, Hk;
 };
 
 void bench(const Shape& sh, int reps) {
-  const int hd = 64, B = sh.B, T = sh.T;
-  AttnShape s{B, T, T, 0, sh.Hq, sh.Hk, hd, sh.Hq * hd, sh.Hk * hd, sh.Hk * hd, sh.Hq * hd};
-  std::mt19937 rng(2);
-  std::normal_distribution<float> nd;
-  auto randv = [&](size_t n) {
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-  };
-  const auto q = randv(size_t(B) * T * s.ldq), k = randv(size_t(B) * T * s.ldk), v = randv(k.size());
-  const auto dout = randv(q.size());
-  std::vector<float> out(q.size()), lse(size_t(B) * sh.Hq * T), dq(q.size()), dk(k.size()), dv(k.size());
-  std::vector<float> scratch(s.scratch_elems(omp_get_max_threads()));
+  const int hd = attn_bench::Layer::hd, B = sh.B, T = sh.T;
+  attn_bench::Layer layer(B, T, sh.Hq, sh.Hk);
   const KernelTier tiers[2] = {KernelTier::Portable, KernelTier::Avx2};  // BLAS blocks, AVX2 tiles
-  std::vector<double> tf[2], tb[2];
-  for (int r = 0; r < reps + 2; ++r)
-    for (int p = 0; p < 2; ++p) {
-      attention_avx2_train_force(tiers[p]);
-      const double t0 = now();
-      attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s, scratch.data());
-      const double t1 = now();
-      attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(),
-                         v.data(), s, scratch.data());
-      const double t2 = now();
-      if (r >= 2) tf[p].push_back(t1 - t0), tb[p].push_back(t2 - t1);
-    }
+  const auto m = layer.time<2>(reps, [&](int p) { attention_avx2_train_force(tiers[p]); });
   attention_avx2_train_force(KernelTier::Auto);
   const double pairs = double(B) * sh.Hq * T * (T + 1) / 2, ff = 4.0 * hd * pairs, fb = 10.0 * hd * pairs;
-  const double f[2] = {median(tf[0]), median(tf[1])}, b[2] = {median(tb[0]), median(tb[1])};
+  const double f[2] = {m[0].forward, m[1].forward}, b[2] = {m[0].backward, m[1].backward};
   std::printf("%-16s %8.2f ms %6.1f GFLOP/s %8.2f ms %6.1f GFLOP/s   %5.2fx %5.2fx\n",
               (std::to_string(B) + "," + std::to_string(T) + "," + std::to_string(sh.Hq) + "," +
                std::to_string(sh.Hk))

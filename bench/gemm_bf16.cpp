@@ -15,7 +15,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_layer.h"
 #include "core/bf16.h"
 #include "kernels/attention.h"
 #include "kernels/attention_bf16.h"
@@ -32,10 +32,10 @@
 #include "kernels/gemm_avx512.h"  // gemm_bf16_avx512_usable
 
 using namespace zaya;
+using attn_bench::median;
+using attn_bench::now;
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Shape {
   int M, N, K;
@@ -61,44 +61,19 @@ std::vector<Shape> parse_shapes(const std::string& s) {
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // One layer's attention, forward and backward, the fp32 path (per head) against the bf16 one
 // (our bf16 kernel, causal blocks). Default zaya1-small's (B=8, T=256, 4 query heads over 2
 // KV heads, head dim 64); --attention-shape B,T,Hq,Hk (zaya1-medium's: 2,1024,8,2).
 void bench_attention(int reps, int B, int T, int Hq, int Hk) {
-  const int hd = 64;
-  AttnShape s{B, T, T, 0, Hq, Hk, hd, Hq * hd, Hk * hd, Hk * hd, Hq * hd};
-  std::mt19937 rng(2);
-  std::normal_distribution<float> nd;
-  auto randv = [&](size_t n) {
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-  };
-  const auto q = randv(size_t(B) * T * Hq * hd), k = randv(size_t(B) * T * Hk * hd), v = randv(k.size());
-  const auto dout = randv(q.size());
-  std::vector<float> out(q.size()), lse(size_t(B) * Hq * T), dq(q.size()), dk(k.size()), dv(k.size());
-  std::vector<float> scratch(s.scratch_elems(omp_get_max_threads()));
-  std::vector<double> tf[2], tb[2];
-  for (int r = 0; r < reps + 2; ++r)
-    for (int p = 0; p < 2; ++p) {
-      gemm_settings().precision = p ? GemmPrecision::BF16 : GemmPrecision::F32;
-      const double t0 = now();
-      attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s, scratch.data());
-      const double t1 = now();
-      attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(),
-                         v.data(), s, scratch.data());
-      const double t2 = now();
-      if (r >= 2) tf[p].push_back(t1 - t0), tb[p].push_back(t2 - t1);
-    }
+  const int hd = attn_bench::Layer::hd;
+  attn_bench::Layer layer(B, T, Hq, Hk);
+  const auto m = layer.time<2>(reps, [](int p) {
+    gemm_settings().precision = p ? GemmPrecision::BF16 : GemmPrecision::F32;
+  });
   gemm_settings().precision = GemmPrecision::F32;
   std::printf("attention B=%d T=%d Hq=%d Hk=%d hd=%d (one layer): forward fp32 %.2f ms, bf16 %.2f ms; backward fp32 "
               "%.2f ms, bf16 %.2f ms\n",
-              B, T, Hq, Hk, hd, 1e3 * median(tf[0]), 1e3 * median(tf[1]), 1e3 * median(tb[0]), 1e3 * median(tb[1]));
+              B, T, Hq, Hk, hd, 1e3 * m[0].forward, 1e3 * m[1].forward, 1e3 * m[0].backward, 1e3 * m[1].backward);
 }
 
 }  // namespace

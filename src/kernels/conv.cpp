@@ -145,10 +145,7 @@ void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const
       gemm(Trans::N, Trans::T, M, hd, hd, T(1), y0 + size_t(k) * C + size_t(g) * hd, C,
            w1p + (size_t(k) * C + size_t(g) * hd) * hd, hd, k ? T(1) : T(0), out + size_t(g) * hd, C);
   };
-  if constexpr (std::is_same_v<T, float>)
-    gemm_side_by_side(G, 2.0 * hd * hd * M * G * K1, group);
-  else
-    for (int g = 0; g < G; ++g) group(g);
+  gemm_side_by_side_of<T>(G, 2.0 * hd * hd * M * G * K1, group);
   causal_conv_bias(out, b1, s);
 }
 
@@ -193,10 +190,7 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
       gemm(Trans::T, Trans::N, hd, hd, M, T(1), dout + size_t(g) * hd, C, y0 + size_t(k) * C + size_t(g) * hd, C,
            T(1), dw1p + (size_t(k) * C + size_t(g) * hd) * hd, hd);
     };
-    if constexpr (std::is_same_v<T, float>)
-      gemm_side_by_side(G + G * K1, 4.0 * hd * hd * M * G * K1, task);
-    else
-      for (int i = 0; i < G + G * K1; ++i) task(i);
+    gemm_side_by_side_of<T>(G + G * K1, 4.0 * hd * hd * M * G * K1, task);
     for (int k = 0; k < K1; ++k)
       for (int o = 0; o < C; ++o)
         for (int i = 0; i < hd; ++i) dw1[(size_t(o) * hd + i) * K1 + k] += dw1p[(size_t(k) * C + o) * hd + i];

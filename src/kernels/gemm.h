@@ -187,17 +187,23 @@ void gemm_side_by_side(int n, double flops, F&& f) {
   for (int i = 0; i < n; ++i) f(i);
 }
 
+// gemm_side_by_side for a model's products of type T: side by side in fp32; in double (the
+// gradient checks) one after the other, in order.
+template <class T, class F>
+void gemm_side_by_side_of(int n, double flops, F&& f) {
+  if constexpr (std::is_same_v<T, float>)
+    gemm_side_by_side(n, flops, f);
+  else
+    for (int i = 0; i < n; ++i) f(i);
+}
+
 // The input and the weight gradient of one product, f(0) and f(1): both read the same upstream
-// gradient and write apart, with equal work, so they go side by side (gemm_side_by_side) in
-// fp32; `flops` counts both. Each of a small layer's (zaya1-small's router MLP, CCA's
-// projections) ran 2-16% faster on a thread of its own than split over two (Zen 3, interleaved).
-// double (the gradient checks) one after the other.
+// gradient and write apart, with equal work, so they go side by side; `flops` counts both. Each
+// of a small layer's (zaya1-small's router MLP, CCA's projections) ran 2-16% faster on a thread
+// of its own than split over two (Zen 3, interleaved).
 template <class T, class F>
 void gemm_grads_side_by_side(double flops, F&& f) {
-  if constexpr (std::is_same_v<T, float>)
-    gemm_side_by_side(2, flops, f);
-  else
-    f(0), f(1);
+  gemm_side_by_side_of<T>(2, flops, f);
 }
 
 // Counters for profiling the share of step time spent in GEMMs.

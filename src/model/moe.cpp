@@ -41,7 +41,7 @@ static bool bf16_only() {
 }
 
 // Runs f(e, row) for this process's experts with rows, `row` the first of expert e's rows:
-// side by side where the products allow it (gemm_side_by_side), largest first so that the
+// side by side where the products allow it (gemm_side_by_side_of), largest first so that the
 // last expert taken is a small one. Each expert's rows, scratch and weight gradients are its own.
 template <class T, class F>
 static void for_each_expert(const ExpertRange& range, const int64_t* counts, double flops_per_row, F&& f) {
@@ -55,10 +55,7 @@ static void for_each_expert(const ExpertRange& range, const int64_t* counts, dou
   }
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return counts[a] > counts[b]; });
   auto run = [&](int i) { f(order[size_t(i)], row0[size_t(order[size_t(i)] - range.begin)]); };
-  if constexpr (std::is_same_v<T, float>)  // double (gradient checks) keeps one expert at a time
-    gemm_side_by_side(int(order.size()), flops_per_row * double(rows), run);
-  else
-    for (size_t i = 0; i < order.size(); ++i) run(int(i));
+  gemm_side_by_side_of<T>(int(order.size()), flops_per_row * double(rows), run);
 }
 
 template <class T>
