@@ -21,8 +21,6 @@ namespace {
 
 std::atomic<int> g_cap{int(KernelTier::Auto)};  // attention_avx2_train_force
 
-constexpr int kMR = kTileRows;
-
 // What the causal mask leaves of a product, for its tile of rows [i0, i0 + mr); query row r of
 // a block sits at position base + r.
 enum class Causal {
@@ -89,8 +87,8 @@ size_t packed_size(int rows, int cols) { return size_t(rows) * size_t((cols + 15
 ZT void product(int m, int n, int kd, float alpha, const float* A, long ai, long ap, Panels B, float* C, long ldc,
                 bool acc, Causal cz, int base) {
   for (int j0 = 0; j0 < n; j0 += 16)
-    for (int i0 = 0; i0 < m; i0 += kMR) {
-      const int mr = std::min(kMR, m - i0);
+    for (int i0 = 0; i0 < m; i0 += kTileRows) {
+      const int mr = std::min(kTileRows, m - i0);
       int p0 = 0, p1 = kd;
       if (cz == Causal::Cols && j0 > base + i0 + mr - 1) continue;
       if (cz == Causal::KeysTo) p1 = std::min(kd, base + i0 + mr);
