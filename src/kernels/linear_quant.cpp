@@ -57,6 +57,13 @@ Tier tier() {
   if (c != KernelTier::Portable && cpu_avx2()) return Tier::Avx2;
   return Tier::Portable;
 }
+qkern::XLayout xlayout() {
+  switch (tier()) {
+    case Tier::Vnni512: return qkern::XLayout::Native;
+    case Tier::Avx2: return qkern::XLayout::Avx2;
+    default: return qkern::XLayout::Natural;
+  }
+}
 
 // ---------------------------------------------------------------- x to int8
 
@@ -123,7 +130,7 @@ void quantize_blocks(const float* x, int K, int B, int8_t* q, float* d, float* d
 
 }  // namespace
 
-void qkern::XQ::prepare(QType t_, const float* x, int ldx, int M_, int K_, bool native) {
+void qkern::XQ::prepare(QType t_, const float* x, int ldx, int M_, int K_, XLayout layout) {
   t = t_, M = M_, K = K_, nb = K / 32, np = (nb + 1) / 2;
   const bool kq = t == QType::Q4_K || t == QType::Q6_K;
   ns = kq ? K / 256 : nb;
@@ -144,7 +151,13 @@ void qkern::XQ::prepare(QType t_, const float* x, int ldx, int M_, int K_, bool 
       quantize_blocks(x + size_t(m) * ldx, K, 32, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb],
                       nullptr);
   }
-  if (!native) return;
+  if (layout == XLayout::Avx2 && t == QType::Q4_K) {
+    static constexpr int kRun[4] = {0, 2, 1, 3};  // each 64's middle runs of 16 swapped
+    qk.resize(size_t(M) * K);
+    for (size_t c = 0; c < size_t(M) * K / 64; ++c)
+      for (int p = 0; p < 4; ++p) std::memcpy(&qk[64 * c + 16 * size_t(p)], &q[64 * c + 16 * size_t(kRun[p])], 16);
+  }
+  if (layout != XLayout::Native) return;
   if (t == QType::Q8_0 || t == QType::Q4_0) {
     dpair.assign(size_t(M) * np * 16, 0.f);
     for (int m = 0; m < M; ++m)
@@ -668,7 +681,7 @@ void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const voi
     return;
   }
   static thread_local XQ xq;
-  xq.prepare(t, x, ldx, M, K, tier() == Tier::Vnni512);
+  xq.prepare(t, x, ldx, M, K, xlayout());
   rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), 0, N, beta);
 }
 
@@ -676,7 +689,7 @@ void linear_quant_team(QType t, float* y, int ldy, const float* x, int ldx, cons
                        float beta, const float* cuts) {
   if (M <= 0 || N <= 0) return;
   static thread_local XQ xq;  // each thread quantizes x itself (a few KB): cheaper than a barrier
-  xq.prepare(t, x, ldx, M, K, tier() == Tier::Vnni512);
+  xq.prepare(t, x, ldx, M, K, xlayout());
   const RowRange r = team_rows(N, cuts);
   rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), r.n0, r.n1, beta);
 }

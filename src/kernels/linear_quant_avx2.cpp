@@ -62,18 +62,24 @@ constexpr Spread spread(int lo, int hi) {
   }
   return s;
 }
-// q4_k: block j's scale over a whole vector (both lanes from the same broadcast
-// scales).
-constexpr Spread kQ4kSpread[8] = {spread(0, 0), spread(1, 1), spread(2, 2), spread(3, 3),
-                                  spread(4, 4), spread(5, 5), spread(6, 6), spread(7, 7)};
-// q6_k: a vector of 32 levels spans two scales of 16: scales 2k | 2k + 1 of the
-// eight in both lanes.
-constexpr Spread kQ6kSpread[4] = {spread(0, 1), spread(2, 3), spread(4, 5), spread(6, 7)};
+// Scales 2k | 2k + 1 of eight in both lanes: q4_k's blocks 2c | 2c + 1 (a
+// lane each), q6_k's pairs of 16 levels (a vector of 32 spans two scales).
+constexpr Spread kPairSpread[4] = {spread(0, 1), spread(2, 3), spread(4, 5), spread(6, 7)};
 ZA_TARGET inline __m256i ctl(const Spread &s) { return _mm256_load_si256(reinterpret_cast<const __m256i *>(s.b)); }
 
 // Every loop over r (W rows) and i (x rows) is unrolled so that the
 // accumulators stay in registers; decode runs NR = kStreams rows side by side
 // (see linear_quant.cpp's rows_range).
+
+// x's vectors are the same for each of the NR W rows: the compiler would load
+// them once and keep them across the rows, and with 16 ymm registers that
+// spills them to the stack (q4_k: 9.4 ns per 256 weights against 7.0 read again
+// from L1 per W row). The empty asm hides that the pointer is the same.
+template <class T>
+inline const T *fresh(const T *p) {
+  asm volatile("" : "+r"(p));
+  return p;
+}
 
 // q8_0 and q4_0: one block of 32 at a time, levels signed.
 template <int MR, int NR, class Levels>
@@ -116,11 +122,28 @@ struct LevelsQ4_0 {  // 16 bytes: elements 0-15 in the low nibbles, 16-31 in the
   }
 };
 
-// q4_k: per 64 levels one 32-byte load, low nibbles block 2c, high nibbles
-// block 2c + 1 (levels 0..15, unsigned); vpmaddwd by the block's 6-bit scale
-// sums each block into int32 lanes. Per super-block and x row: d dx sum_j sc_j
-// (w_j . x_j) - dmin dx sum_j mn_j sum(x_j) (the mins against x's sums per 32,
-// one vpmaddwd).
+// q4_k: a super-block's eight 6-bit scales and eight 6-bit mins
+// (quant::q4k_scale_min) as bytes sc0-7 and mn0-7, unpacked in the integer
+// units, which the vector loop leaves idle. The 12 bytes are a | b | c (4
+// each): sc0-3 and mn0-3 are the low 6 bits of a and b, sc4-7 and mn4-7 the low
+// and high nibbles of c with the top 2 bits of a and b above them.
+inline void q4k_unpack(const uint8_t *s, uint64_t &sc, uint64_t &mn) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4), std::memcpy(&b, s + 4, 4), std::memcpy(&c, s + 8, 4);
+  constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, bits45 = 0x30303030;
+  sc = (a & low6) | uint64_t((c & low4) | ((a >> 2) & bits45)) << 32;
+  mn = (b & low6) | uint64_t(((c >> 4) & low4) | ((b >> 2) & bits45)) << 32;
+}
+
+// q4_k: 64 levels (one 32-byte run of nibbles: block 2c in the low nibbles,
+// 2c + 1 in the high) as two vectors, each a 16-byte half broadcast to both
+// lanes and shifted by 0 in the low lane, 4 in the high: [block 2c | block 2c +
+// 1] levels 0-15, then 16-31 (unsigned, 0..15). x is in the same order (XQ's
+// q4_k AVX2 layout), so the two vpmaddubsw products add in 16 bits (pairs <=
+// 2 * 15 * 127, so the sum stays < 2^13) before one vpmaddwd by [sc_2c | sc_2c+1]
+// per lane: per 64 levels 2 vpmaddubsw and 1 vpmaddwd. Per super-block and x
+// row: d dx sum_j sc_j (w_j . x_j) - dmin dx sum_j mn_j sum(x_j) (the mins
+// against x's sums per 32, one vpmaddwd).
 template <int MR, int NR>
 ZA_TARGET void kern_q4_k(const uint8_t *const *wr, const XQ &xq, int m0, float *out) {
   __m256 acc[NR][MR];
@@ -128,7 +151,7 @@ ZA_TARGET void kern_q4_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) acc[r][i] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), lane_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
   for (int s = 0; s < xq.ns; ++s)
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
@@ -137,24 +160,23 @@ ZA_TARGET void kern_q4_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
       int dd;
       std::memcpy(&dd, b, 4);
       const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dd));  // d, dmin
-      const __m256i scmn = q4k_scales_mins(b->scales);
-      const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scmn));
-      const __m128i mn = _mm256_extracti128_si256(scmn, 1);
-      __m256i lo[4], hi[4];
-      for (int c = 0; c < 4; ++c) {
-        const __m256i v = load32(b->qs + 32 * c);
-        lo[c] = _mm256_and_si256(v, m4);
-        hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      uint64_t sc8, mn8;
+      q4k_unpack(b->scales, sc8, mn8);
+      const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(sc8))));
+      const __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(mn8)));
+      __m256i w[8];
+      for (int h = 0; h < 8; ++h) {
+        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + 16 * h)));
+        w[h] = _mm256_and_si256(_mm256_srlv_epi32(v, lane_shift), m4);
       }
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const int8_t *x = xq.qrow(m0 + i) + 256 * s;
+        const int8_t *x = fresh(xq.qkrow(m0 + i) + 256 * s);
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
-          const __m256i pl = _mm256_maddubs_epi16(lo[c], load32(x + 64 * c));
-          const __m256i ph = _mm256_maddubs_epi16(hi[c], load32(x + 64 * c + 32));
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc, ctl(kQ4kSpread[2 * c]))));
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc, ctl(kQ4kSpread[2 * c + 1]))));
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w[2 * c], load32(x + 64 * c)),
+                                             _mm256_maddubs_epi16(w[2 * c + 1], load32(x + 64 * c + 32)));
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, ctl(kPairSpread[c]))));
         }
         const __m128i msum =
             _mm_madd_epi16(mn, _mm_loadu_si128(reinterpret_cast<const __m128i *>(xq.bs32row(m0 + i) + 8 * s)));
@@ -201,11 +223,11 @@ ZA_TARGET void kern_q6_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
         w[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
         const __m256i half = _mm256_permute2x128_si256(sc16, sc16, n ? 0x11 : 0x00);  // scales 8n..8n+7, both lanes
-        for (int k = 0; k < 4; ++k) scl[4 * n + k] = _mm256_shuffle_epi8(half, ctl(kQ6kSpread[k]));
+        for (int k = 0; k < 4; ++k) scl[4 * n + k] = _mm256_shuffle_epi8(half, ctl(kPairSpread[k]));
       }
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const int8_t *x = xq.qrow(m0 + i) + 256 * s;
+        const int8_t *x = fresh(xq.qrow(m0 + i) + 256 * s);
         __m256i isum = _mm256_setzero_si256();
         for (int v = 0; v < 8; ++v)
           isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(w[v], load32(x + 32 * v)), scl[v]));

@@ -22,10 +22,13 @@ constexpr int kStreams = 4;
 // (dsum: q8_0's offset of 128), and for the native kernels dpair, the scales as
 // 16 lanes per pair of blocks (8 lanes each; 0 past the end). q4_k and q6_k
 // (super-blocks of 256): levels q[K] with one scale d per super-block and the
-// level sums per 16 (bs16), and for q4_k's native kernel the levels of each
-// super-block in block order 0 2 1 3 4 6 5 7 (qk: one 64-byte load of nibbles
-// holds blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its high ones)
-// and the sums per 32 (bs32).
+// level sums per 16 (bs16), and for q4_k the sums per 32 (bs32) and the levels
+// of each super-block in the order its kernel reads the nibbles (qk): for the
+// native kernel block order 0 2 1 3 4 6 5 7 (one 64-byte load of nibbles holds
+// blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its high ones), for
+// the AVX2 kernel per 64 levels (blocks 2c, 2c + 1) the 16-level runs 2c[0-15]
+// 2c+1[0-15] 2c[16-31] 2c+1[16-31].
+enum class XLayout { Natural, Native, Avx2 };
 struct XQ {
   QType t = QType::Q8_0;
   int M = 0, K = 0, nb = 0, np = 0,
@@ -33,8 +36,9 @@ struct XQ {
   std::vector<int8_t> q, qk;
   std::vector<float> d, dsum, dpair;
   std::vector<int16_t> bs16, bs32;
-  // native: the layouts the AVX-512 kernels also read (dpair, qk).
-  void prepare(QType t_, const float *x, int ldx, int M_, int K_, bool native);
+  // layout: Native adds what the AVX-512 kernels also read (dpair, qk), Avx2
+  // q4_k's qk for the AVX2 kernel.
+  void prepare(QType t_, const float *x, int ldx, int M_, int K_, XLayout layout);
   const int8_t *qrow(int m) const { return &q[size_t(m) * K]; }
   const int8_t *qkrow(int m) const { return &qk[size_t(m) * K]; }
   const float *drow(int m) const { return &d[size_t(m) * ns]; }
@@ -69,7 +73,7 @@ void quantize_blocks_avx2(const float *x, int K, int B, int8_t *q, float *d, flo
 
 // NR W rows (wr[r]) against MR x rows from m0 (MR 1..4; NR 1 or kStreams):
 // out[r * MR + i], the same integer sums per block as the other kernels. Types
-// q8_0, q4_0, q4_k, q6_k; x as prepare(..., native = false) leaves it.
+// q8_0, q4_0, q4_k, q6_k; x as prepare(..., XLayout::Avx2) leaves it.
 void kern_avx2(QType t, int MR, int NR, const uint8_t *const *wr, const XQ &xq, int m0, float *out);
 
 }  // namespace zaya::qkern
