@@ -62,9 +62,20 @@ constexpr Spread spread(int lo, int hi) {
   }
   return s;
 }
-// Scales 2k | 2k + 1 of eight in both lanes: q4_k's blocks 2c | 2c + 1 (a
-// lane each), q6_k's pairs of 16 levels (a vector of 32 spans two scales).
+// q6_k: a vector of 32 levels spans two scales of 16: scales 2k | 2k + 1 of the
+// eight in both lanes.
 constexpr Spread kPairSpread[4] = {spread(0, 1), spread(2, 3), spread(4, 5), spread(6, 7)};
+// q4_k: the same from scale bytes (zero above each): byte 2c in the low lane's
+// 16-bit lanes, 2c + 1 in the high lane's (blocks 2c | 2c + 1).
+constexpr Spread spread_u8(int lo, int hi) {
+  Spread s{};
+  for (int i = 0; i < 16; ++i) {
+    s.b[i] = i & 1 ? 0x80 : uint8_t(lo);
+    s.b[16 + i] = i & 1 ? 0x80 : uint8_t(hi);
+  }
+  return s;
+}
+constexpr Spread kQ4kSpread[4] = {spread_u8(0, 1), spread_u8(2, 3), spread_u8(4, 5), spread_u8(6, 7)};
 ZA_TARGET inline __m256i ctl(const Spread &s) { return _mm256_load_si256(reinterpret_cast<const __m256i *>(s.b)); }
 
 // Every loop over r (W rows) and i (x rows) is unrolled so that the
@@ -122,19 +133,6 @@ struct LevelsQ4_0 {  // 16 bytes: elements 0-15 in the low nibbles, 16-31 in the
   }
 };
 
-// q4_k: a super-block's eight 6-bit scales and eight 6-bit mins
-// (quant::q4k_scale_min) as bytes sc0-7 and mn0-7, unpacked in the integer
-// units, which the vector loop leaves idle. The 12 bytes are a | b | c (4
-// each): sc0-3 and mn0-3 are the low 6 bits of a and b, sc4-7 and mn4-7 the low
-// and high nibbles of c with the top 2 bits of a and b above them.
-inline void q4k_unpack(const uint8_t *s, uint64_t &sc, uint64_t &mn) {
-  uint32_t a, b, c;
-  std::memcpy(&a, s, 4), std::memcpy(&b, s + 4, 4), std::memcpy(&c, s + 8, 4);
-  constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, bits45 = 0x30303030;
-  sc = (a & low6) | uint64_t((c & low4) | ((a >> 2) & bits45)) << 32;
-  mn = (b & low6) | uint64_t(((c >> 4) & low4) | ((b >> 2) & bits45)) << 32;
-}
-
 // q4_k: 64 levels (one 32-byte run of nibbles: block 2c in the low nibbles,
 // 2c + 1 in the high) as two vectors, each a 16-byte half broadcast to both
 // lanes and shifted by 0 in the low lane, 4 in the high: [block 2c | block 2c +
@@ -160,28 +158,33 @@ ZA_TARGET void kern_q4_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
       int dd;
       std::memcpy(&dd, b, 4);
       const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dd));  // d, dmin
-      uint64_t sc8, mn8;
-      q4k_unpack(b->scales, sc8, mn8);
-      const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(sc8))));
-      const __m128i mn = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(mn8)));
-      __m256i w[8];
-      for (int h = 0; h < 8; ++h) {
-        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + 16 * h)));
-        w[h] = _mm256_and_si256(_mm256_srlv_epi32(v, lane_shift), m4);
+      const __m128i scmn = q4k_scales_mins_u8(b->scales);  // bytes sc0-7, mn0-7
+      const __m256i sc = _mm256_broadcastsi128_si256(scmn);
+      const __m128i mn = _mm_unpackhi_epi8(scmn, _mm_setzero_si128());
+      const int8_t *x[MR];
+      __m256i isum[MR];
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) x[i] = fresh(xq.qkrow(m0 + i) + 256 * s), isum[i] = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        __m256i w[2];
+        for (int h = 0; h < 2; ++h) {
+          const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + 32 * c + 16 * h));
+          w[h] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(half), lane_shift), m4);
+        }
+        const __m256i scl = _mm256_shuffle_epi8(sc, ctl(kQ4kSpread[c]));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) {
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], load32(x[i] + 64 * c)),
+                                             _mm256_maddubs_epi16(w[1], load32(x[i] + 64 * c + 32)));
+          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(p, scl));
+        }
       }
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const int8_t *x = fresh(xq.qkrow(m0 + i) + 256 * s);
-        __m256i isum = _mm256_setzero_si256();
-        for (int c = 0; c < 4; ++c) {
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w[2 * c], load32(x + 64 * c)),
-                                             _mm256_maddubs_epi16(w[2 * c + 1], load32(x + 64 * c + 32)));
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, ctl(kPairSpread[c]))));
-        }
         const __m128i msum =
-            _mm_madd_epi16(mn, _mm_loadu_si128(reinterpret_cast<const __m128i *>(xq.bs32row(m0 + i) + 8 * s)));
+            _mm_madd_epi16(mn, _mm_loadu_si128(reinterpret_cast<const __m128i *>(fresh(xq.bs32row(m0 + i)) + 8 * s)));
         const float dx = xq.drow(m0 + i)[s];
-        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(_mm_cvtss_f32(dm) * dx), acc[r][i]);
+        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_set1_ps(_mm_cvtss_f32(dm) * dx), acc[r][i]);
         acc[r][i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)),
                                      _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dm)) * dx), acc[r][i]);
       }
@@ -214,26 +217,34 @@ ZA_TARGET void kern_q6_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
       prefetch_block<210>(reinterpret_cast<const uint8_t *>(b));
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales)));
       const float d = h2f(b->d);
-      __m256i w[8], scl[8];
+      const int8_t *x[MR];
+      __m256i isum[MR];
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) x[i] = fresh(xq.qrow(m0 + i) + 256 * s), isum[i] = _mm256_setzero_si256();
+      // Each 32 levels go into the sums as they are made: all 8 with their 8
+      // scale vectors held at once would spill.
       for (int n = 0; n < 2; ++n) {
         const __m256i ql0 = load32(b->ql + 64 * n), ql1 = load32(b->ql + 64 * n + 32), qh = load32(b->qh + 32 * n);
-        w[4 * n] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-        w[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-        w[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-        w[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
         const __m256i half = _mm256_permute2x128_si256(sc16, sc16, n ? 0x11 : 0x00);  // scales 8n..8n+7, both lanes
-        for (int k = 0; k < 4; ++k) scl[4 * n + k] = _mm256_shuffle_epi8(half, ctl(kPairSpread[k]));
+        const __m256i w[4] = {
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
+        for (int k = 0; k < 4; ++k) {
+          const __m256i scl = _mm256_shuffle_epi8(half, ctl(kPairSpread[k]));
+#pragma GCC unroll 4
+          for (int i = 0; i < MR; ++i)
+            isum[i] = _mm256_add_epi32(
+                isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(w[k], load32(x[i] + 128 * n + 32 * k)), scl));
+        }
       }
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const int8_t *x = fresh(xq.qrow(m0 + i) + 256 * s);
-        __m256i isum = _mm256_setzero_si256();
-        for (int v = 0; v < 8; ++v)
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(w[v], load32(x + 32 * v)), scl[v]));
         const __m256i osum = _mm256_madd_epi16(sc16, load32(xq.bs16row(m0 + i) + 16 * s));
-        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(osum, 5));
-        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xq.drow(m0 + i)[s]), acc[r][i]);
+        const __m256i isum_i = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(osum, 5));
+        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum_i), _mm256_set1_ps(d * xq.drow(m0 + i)[s]), acc[r][i]);
       }
     }
 #pragma GCC unroll 4
