@@ -666,8 +666,8 @@ void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const voi
     if (bf16_gemm_supported()) return gemm_tiles(t, y, ldy, x, ldx, static_cast<const uint8_t*>(W), M, N, K, beta);
     // No bf16 GEMM (AVX2): the integer row kernels, each W row read once for 4 x rows at a
     // time, keep up with fp32 tiles on the fp32 GEMM until ~128 rows (q4_k, K 2048, Zen 3, 2
-    // threads: 16 rows 2.4 against 4.9 ms, 64 rows 168 against 210 ms over 65,536 W rows;
-    // 128 rows 22.2 against 18.5 ms over 4,096).
+    // threads, over 65,536 W rows: 16 rows 25 against 51 ms, 64 rows 102 against 130, 128
+    // rows 221 against 217-228, 256 rows 486-508 against 404-431).
     if (M >= 8 * gr) {
       const size_t rb = quant::qtype_row_bytes(t, K);
       return gemm_f32_row_tiles(M, N, K, x, ldx, beta, y, ldy, [&](int n, float* dst) {
