@@ -92,14 +92,17 @@ inline const T *fresh(const T *p) {
   return p;
 }
 
-// q8_0 and q4_0: one block of 32 at a time, levels signed.
+// q8_0 and q4_0: one block of 32 at a time. q8_0's levels are signed (sdot32);
+// q4_0's go in unsigned, 0..15, and the offset of 8 comes off once per row in
+// float: 8 sum_b d_w (d_x sum x_b), from x's block sums (XQ::dsum).
 template <int MR, int NR, class Levels>
 ZA_TARGET void kern_32(const uint8_t *const *wr, int bbytes, const XQ &xq, int m0, float *out, Levels levels) {
   __m256 acc[NR][MR];
+  float off[NR][MR];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) acc[r][i] = _mm256_setzero_ps();
+    for (int i = 0; i < MR; ++i) acc[r][i] = _mm256_setzero_ps(), off[r][i] = 0.f;
   for (int b = 0; b < xq.nb; ++b)
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
@@ -111,25 +114,34 @@ ZA_TARGET void kern_32(const uint8_t *const *wr, int bbytes, const XQ &xq, int m
       const __m256i w = levels(p + 2);
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const __m256i s = sdot32(w, load32(xq.qrow(m0 + i) + 32 * b));
+        const __m256i x = load32(xq.qrow(m0 + i) + 32 * b);
+        __m256i s;
+        if constexpr (Levels::kOffset8) {
+          s = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+          off[r][i] += dw * xq.dsumrow(m0 + i)[b];
+        } else {
+          s = sdot32(w, x);
+        }
         acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * xq.drow(m0 + i)[b]), acc[r][i]);
       }
     }
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum8(acc[r][i]);
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum8(acc[r][i]) - 8.f * off[r][i];
 }
 
 struct LevelsQ8_0 {
+  static constexpr bool kOffset8 = false;
   ZA_TARGET __m256i operator()(const uint8_t *qs) const { return load32(qs); }
 };
-struct LevelsQ4_0 {  // 16 bytes: elements 0-15 in the low nibbles, 16-31 in the
-                     // high ones; minus 8
+// q4_0's 16 bytes hold elements 0-15 in the low nibbles, 16-31 in the high ones:
+// broadcast to both lanes, shifted by 0 | 4, masked.
+struct LevelsQ4_0 {
+  static constexpr bool kOffset8 = true;
   ZA_TARGET __m256i operator()(const uint8_t *qs) const {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(qs));
-    const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
-    return _mm256_sub_epi8(u, _mm256_set1_epi8(8));
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(qs)));
+    return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
   }
 };
 
