@@ -5,7 +5,7 @@
 //   against the k-quants, whose super-block is then one integer sum of sub-block scale times
 //   dot product, scaled once. AVX-512 VNNI (vpdpbusd, vpdpwssd) where the CPU has it, else
 //   AVX2 (vpmaddubsw, vpmaddwd: linear_quant_avx2.cpp), else a portable loop, all with the
-//   same integer sums (chosen at run time).
+//   same integer sums (chosen at run time; AVX2 takes q4_0's offset of 8 off in float).
 //   Prefill (M >= 16): W is dequantized a tile of rows at a time into bf16 and multiplied on
 //   the bf16 GEMM (gemm_bf16_weights: the matrix units) where the CPU has AVX512-BF16 or AMX;
 //   without a bf16 GEMM the decode kernels take up to 127 rows (4 x rows per W row read) and

@@ -19,8 +19,9 @@ constexpr int kStreams = 4;
 
 // x quantized for the integer kernels, per row. q8_0 and q4_0 (blocks of 32):
 // levels q[K], per block the scale d and the scale times the block's level sum
-// (dsum: q8_0's offset of 128), and for the native kernels dpair, the scales as
-// 16 lanes per pair of blocks (8 lanes each; 0 past the end). q4_k and q6_k
+// (dsum: q8_0's offset of 128 in the native kernel, q4_0's 8 in the AVX2 one),
+// and for the native kernels dpair, the scales as 16 lanes per pair of blocks (8
+// lanes each; 0 past the end). q4_k and q6_k
 // (super-blocks of 256): levels q[K] with one scale d per super-block and the
 // level sums per 16 (bs16), and for q4_k the sums per 32 (bs32) and the levels
 // of each super-block in the order its kernel reads the nibbles (qk): for the
@@ -76,8 +77,9 @@ __attribute__((target("avx2"))) inline __m256i q4k_scales_mins(const uint8_t *sc
 void quantize_blocks_avx2(const float *x, int K, int B, int8_t *q, float *d, float *dsum, int16_t *bsum16);
 
 // NR W rows (wr[r]) against MR x rows from m0 (MR 1..4; NR 1 or kStreams):
-// out[r * MR + i], the same integer sums per block as the other kernels. Types
-// q8_0, q4_0, q4_k, q6_k; x as prepare(..., XLayout::Avx2) leaves it.
+// out[r * MR + i], the same integer sums per block as the other kernels (q4_0's
+// offset of 8 taken off in float). Types q8_0, q4_0, q4_k, q6_k; x as
+// prepare(..., XLayout::Avx2) leaves it.
 void kern_avx2(QType t, int MR, int NR, const uint8_t *const *wr, const XQ &xq, int m0, float *out);
 
 }  // namespace zaya::qkern
