@@ -53,8 +53,9 @@ struct XQ {
 // (quant::q4k_scale_min) as bytes 0-7 and 8-15. The 12 bytes u hold sc0-3 |
 // mn0-3 in the low 6 bits of u[0-3] | u[4-7], and sc4-7 | mn4-7 in the low |
 // high nibbles of u[8-11] with their top 2 bits in the top 2 bits of u[0-3] |
-// u[4-7]. (The 16-byte load reads 4 bytes of the levels after them.) Targeted
-// at AVX2 so that both the AVX-512 and the AVX2 kernels inline it.
+// u[4-7]. (The 16-byte load reads 4 bytes of the levels after them.) The
+// AVX2 kernel's; the AVX-512 one runs the same steps on four rows at once
+// (q4k_scales_mins_rows in linear_quant.cpp).
 __attribute__((target("avx2"))) inline __m128i q4k_scales_mins_u8(const uint8_t *scales) {
   const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i *>(scales));
   // a: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part
@@ -66,10 +67,6 @@ __attribute__((target("avx2"))) inline __m128i q4k_scales_mins_u8(const uint8_t 
   const __m128i b = _mm_shuffle_epi8(u, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
   const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
   return _mm_or_si128(a, hi);
-}
-// The same as 16-bit lanes 0-7 and 8-15.
-__attribute__((target("avx2"))) inline __m256i q4k_scales_mins(const uint8_t *scales) {
-  return _mm256_cvtepu8_epi16(q4k_scales_mins_u8(scales));
 }
 
 // The x-to-int8 loop (linear_quant.cpp's quantize_blocks) in AVX2: the same
