@@ -318,6 +318,26 @@ ZQ_TARGET inline float hsum128(__m128 h) {
 ZQ_TARGET inline float hsum256(__m256 v) {
   return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
 }
+// The lane sums of N vectors, four at a time: a 4 x 4 transpose by unpacks and shuffles within
+// each 128-bit lane, then the four lanes added (12 instructions for four, where one
+// _mm512_reduce_add_ps each took 32: an epilogue per four rows of 2048 weights is ~3% of
+// a call). Every vector's sum is ((v0 + v2) + (v1 + v3)) per 128-bit lane, then (lane 0 +
+// lane 2) + (lane 1 + lane 3), wherever it stands: a row's value does not depend on which
+// rows it was reduced with (team cuts move rows between groups; their results must not move).
+template <int N>
+ZQ_TARGET inline void reduce_lanes(const __m512* v, float* out) {
+  for (int g = 0; g < N; g += 4) {
+    const __m512 z = _mm512_setzero_ps();
+    const __m512 a = v[g], b = g + 1 < N ? v[g + 1] : z, c = g + 2 < N ? v[g + 2] : z, d = g + 3 < N ? v[g + 3] : z;
+    const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // a02 b02 a13 b13
+    const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xEE));  // a b c d
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));  // L0+L2 | L1+L3
+    alignas(16) float o[4];
+    _mm_store_ps(o, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (int j = g; j < N && j < g + 4; ++j) out[j] = o[j - g];
+  }
+}
 // Prefetches [p + kPrefetch, p + kPrefetch + bytes) at most 64 bytes apart.
 template <int Bytes>
 ZQ_TARGET inline void prefetch_block(const uint8_t* p) {
@@ -403,12 +423,16 @@ ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* 
         ctail[r][i] += d0 * xq.dsumrow(m0 + i)[b] + (two ? d1 * xq.dsumrow(m0 + i)[b + 1] : 0.f);
       }
     }
+  __m512 sum[NR * MR];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i)
-      out[r * MR + i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][i][0], acc[r][i][1])) -
-                        128.f * (hsum256(cacc[r][i]) + ctail[r][i]);
+    for (int i = 0; i < MR; ++i) sum[r * MR + i] = _mm512_add_ps(acc[r][i][0], acc[r][i][1]);
+  reduce_lanes<NR * MR>(sum, out);
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) out[r * MR + i] -= 128.f * (hsum256(cacc[r][i]) + ctail[r][i]);
 }
 
 template <int MR, int NR>
@@ -541,13 +565,15 @@ ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
       }
     }
   }
+  reduce_lanes<NR * MR>(&acc[0][0], out);
 #pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) {
-    alignas(64) float m[16];
-    _mm512_store_ps(m, macc[i]);
+  for (int i = 0; i < MR; ++i) {  // each 128-bit lane's sum, (m0 + m2) + (m1 + m3), in its element 0
+    __m512 m = _mm512_add_ps(macc[i], _mm512_permute_ps(macc[i], 0x4E));
+    m = _mm512_add_ps(m, _mm512_permute_ps(m, 0xB1));
+    alignas(64) float ms[16];
+    _mm512_store_ps(ms, m);
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; ++r)
-      out[r * MR + i] = _mm512_reduce_add_ps(acc[r][i]) - ((m[4 * r] + m[4 * r + 1]) + (m[4 * r + 2] + m[4 * r + 3]));
+    for (int r = 0; r < NR; ++r) out[r * MR + i] -= ms[4 * r];
   }
 }
 
@@ -566,17 +592,28 @@ ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   const __m512i shl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), shr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
   const __m512i ctl[2] = {load_control(kQ6kControl[0]), load_control(kQ6kControl[1])};
-  for (int s = 0; s < xq.ns; ++s)
+  const __m512i lane_of[4] = {_mm512_set1_epi32(0), _mm512_set1_epi32(1), _mm512_set1_epi32(2), _mm512_set1_epi32(3)};
+  for (int s = 0; s < xq.ns; ++s) {
+    // d of the NR rows, times dx of each x row (one conversion for the rows)
+    uint16_t dh[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) std::memcpy(&dh[r], &(reinterpret_cast<const BlockQ6_K*>(wr[r]) + s)->d, 2);
+    const __m128 d4 = _mm_cvtph_ps(_mm_setr_epi16(short(dh[0]), short(dh[1]), short(dh[2]), short(dh[3]), 0, 0, 0, 0));
+    __m512 f[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) f[i] = _mm512_castps128_ps512(_mm_mul_ps(d4, _mm_set1_ps(xq.drow(m0 + i)[s])));
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr[r]) + s;
       prefetch_block<210>(reinterpret_cast<const uint8_t*>(b));
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
-      const __m512i slo = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc16));
-      const __m512i shi = _mm512_broadcast_i32x4(_mm256_extracti128_si256(sc16, 1));
+      // scales 0-7 | 8-15 as 16-bit in every 128-bit lane: sign-extended from a broadcast load
+      int64_t s8[2];
+      std::memcpy(s8, b->scales, 16);
+      const __m512i slo = _mm512_cvtepi8_epi16(_mm256_set1_epi64x(s8[0]));
+      const __m512i shi = _mm512_cvtepi8_epi16(_mm256_set1_epi64x(s8[1]));
+      const __m256i sc16 = _mm256_inserti128_si256(_mm512_castsi512_si256(slo), _mm512_castsi512_si128(shi), 1);
       const __m512i scl[4] = {_mm512_shuffle_epi8(slo, ctl[0]), _mm512_shuffle_epi8(slo, ctl[1]),
                               _mm512_shuffle_epi8(shi, ctl[0]), _mm512_shuffle_epi8(shi, ctl[1])};
-      const float d = h2f(b->d);
       __m512i w[4];
       for (int n = 0; n < 2; ++n) {
         const __m512i ql = _mm512_loadu_si512(b->ql + 64 * n);
@@ -592,13 +629,11 @@ ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
         const __m256i osum =
             _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.bs16row(m0 + i) + 16 * s)));
         const __m512i tot = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(osum, 5)));
-        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_set1_ps(d * xq.drow(m0 + i)[s]), acc[r][i]);
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_permutexvar_ps(lane_of[r], f[i]), acc[r][i]);
       }
     }
-#pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) out[r * MR + i] = _mm512_reduce_add_ps(acc[r][i]);
+  }
+  reduce_lanes<NR * MR>(&acc[0][0], out);
 }
 
 template <int MR, int NR>
