@@ -9,7 +9,6 @@
 // tensor into memory (checksums verified). Reference: `dd if=/dev/zero of=F bs=4M count=N
 // conv=fsync` and, after the same cache drop, `dd if=F of=/dev/null bs=4M`, timed from
 // here. Best of REPEATS each. Prints MB/s (10^6 bytes) and the ratios to dd.
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,24 +19,13 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "core/io.h"
 #include "core/timer.h"
 
 namespace fs = std::filesystem;
 using namespace zaya;
 
 namespace {
-
-void drop_cache(const fs::path& p) {
-  int fd = ::open(p.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
-void drop_cache_dir(const fs::path& d) {
-  for (auto& e : fs::recursive_directory_iterator(d))
-    if (e.is_regular_file()) drop_cache(e.path());
-}
 
 double run_timed(const std::string& cmd) {
   Timer t;
@@ -87,7 +75,7 @@ int main(int argc, char** argv) {
     }
     const std::string ck_dir = w.commit({{"state", nlohmann::json::object()}}, {w.write_files()});
     save_s = std::min(save_s, t.seconds());
-    drop_cache_dir(root);
+    drop_from_page_cache(root.string());
     Timer tl;
     Checkpoint ck(ck_dir);
     for (const auto& x : ck.tensors()) {
@@ -105,7 +93,7 @@ int main(int argc, char** argv) {
     fs::remove(f);
     ddw_s = std::min(ddw_s, run_timed("dd if=/dev/zero of=" + f.string() + " bs=4M count=" + std::to_string(blocks) +
                                       " conv=fsync status=none"));
-    drop_cache(f);
+    drop_from_page_cache(f.string());
     ddr_s = std::min(ddr_s, run_timed("dd if=" + f.string() + " of=/dev/null bs=4M status=none"));
   }
   const double dd_MB = double(blocks) * double(4u << 20) / 1e6;

@@ -1,7 +1,6 @@
 // bench_zaya1_base --quant TYPE (included by bench/zaya1_base.cpp): quantized against bf16
 // decode on the full ZAYA1-base shape, in one run so the ratios share the machine's state.
 #pragma once
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -17,6 +16,7 @@
 
 #include "bench/mem_bench.h"
 #include "ckpt/hf_mmap.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -171,31 +171,12 @@ inline void logit_stats(const ModelRun& ref, const ModelRun& q) {
               100 * (std::exp((ppl_b - ppl_a) / n) - 1));
 }
 
-// The bytes of the regular files in dir; MemTotal (0 when unknown).
+// The bytes of the regular files in dir.
 inline uint64_t dir_bytes(const std::string& dir) {
   uint64_t n = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.is_regular_file()) n += e.file_size();
   return n;
-}
-inline uint64_t mem_total_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kb = 0;
-  while (in >> key >> kb >> unit)
-    if (key == "MemTotal:") return kb * 1024;
-  return 0;
-}
-// Drops dir's files from the page cache (posix_fadvise DONTNEED: no root needed; pages
-// mapped by a live process stay).
-inline void drop_from_page_cache(const std::string& dir) {
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    const int fd = ::open(e.path().c_str(), O_RDONLY);
-    if (fd < 0) continue;
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-  }
 }
 
 inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
@@ -222,7 +203,7 @@ inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
   // GB), the kernel's and other processes' (bf16 17.7 GB and q4_k 5.2 GB on a 23 GB machine),
   // the decode timed second would read part of its weights from disk: each model is then
   // timed with the other's files dropped from the cache.
-  const uint64_t both = dir_bytes(a.dir) + dir_bytes(qdir), total = mem_total_bytes();
+  const uint64_t both = dir_bytes(a.dir) + dir_bytes(qdir), total = meminfo_bytes("MemTotal");
   const bool drop = total > 0 && both + (uint64_t(4) << 30) > total;
   if (drop)
     std::printf("models %.2f GB together, memory %.2f GB: each is timed with the other's files dropped from the page "

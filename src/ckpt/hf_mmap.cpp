@@ -5,13 +5,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "ckpt/hf.h"
 #include "ckpt/hf_writer.h"
 #include "ckpt/safetensors.h"
 #include "core/bf16.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/rng.h"
 #include "quant/gguf.h"
 
@@ -20,16 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// MemAvailable from /proc/meminfo (0 when unknown: then nothing is populated).
-size_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  size_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
 
 // Views of a quantized directory's model.gguf, under their HF names. Every block scale is
 // checked finite (a NaN scale would turn every logit into NaN far from its cause).
@@ -49,7 +39,8 @@ WeightStore open_gguf_weights(const std::string& dir, bool populate) {
     if (s.find(name)) fail(path, ": tensor '", t.name, "' appears twice");
     s.add(name, WeightView{dt, std::vector<int64_t>(t.ne.rbegin(), t.ne.rend()), t.data, path});
   }
-  if (populate && file->file_size() + (size_t(1) << 30) < available_memory_bytes()) file->populate();
+  // (MemAvailable unknown reads 0: then nothing is populated)
+  if (populate && file->file_size() + (size_t(1) << 30) < meminfo_bytes("MemAvailable")) file->populate();
   const auto& ts = file->tensors();
   std::vector<std::string> bad(ts.size());
 #pragma omp parallel for schedule(dynamic)
@@ -105,7 +96,7 @@ WeightStore open_hf_weights(const std::string& dir, bool populate) {
   // first touch (4 KB at a time), a token spends most of its time in page faults. When the
   // files fit in memory with 1 GiB to spare (MemAvailable counts the page cache that may
   // already hold them), map every page at load (shard by shard).
-  if (populate && total + (size_t(1) << 30) < available_memory_bytes())
+  if (populate && total + (size_t(1) << 30) < meminfo_bytes("MemAvailable"))
     for (const auto& f : files) f->populate();
   for (auto& [name, path] : list.weight_map)
     if (const WeightView* v = s.find(name); !v || v->where != path)

@@ -47,6 +47,20 @@ void fsync_parent_dir(const std::string& path) {
   ::close(fd);
 }
 
+void drop_from_page_cache(const std::string& path) {
+  auto drop = [](const fs::path& p) {
+    const int fd = ::open(p.c_str(), O_RDONLY);
+    if (fd < 0) return;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  };
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return drop(path);
+  for (const auto& e : fs::recursive_directory_iterator(path, ec))
+    if (e.is_regular_file(ec)) drop(e.path());
+}
+
 std::function<void(const std::string& path)>& write_fault_hook() {
   static std::function<void(const std::string& path)> hook;
   return hook;

@@ -21,6 +21,10 @@ void fsync_file(const std::string& path);
 void fsync_dir(const std::string& dir);
 // fsyncs the directory holding `path`, ignoring errors (some filesystems refuse to open one).
 void fsync_parent_dir(const std::string& path);
+// Writes back and drops from the page cache a file, or every file below a directory
+// (posix_fadvise DONTNEED: no root needed; pages a live process maps stay). Benchmarks use it
+// to time reads from disk, or to keep one model's files from crowding out another's.
+void drop_from_page_cache(const std::string& path);
 
 // One file streamed into its temporary and renamed into place by commit(). Small writes are
 // gathered into a buffer; destroyed uncommitted, the temporary is removed.

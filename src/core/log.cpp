@@ -24,17 +24,20 @@ void log_line(LogLevel l, const std::string& msg) {
   std::fprintf(stderr, "[zaya %s] %s\n", tags[int(l)], msg.c_str());
 }
 
-static size_t status_kb(const char* key) {
-  std::ifstream f("/proc/self/status");
+// The kB figure after "key:" in a /proc file (0 when absent).
+static size_t proc_kb(const char* file, const char* key) {
+  std::ifstream f(file);
   std::string line;
   size_t klen = std::strlen(key);
   while (std::getline(f, line))
-    if (line.compare(0, klen, key) == 0) return std::strtoull(line.c_str() + klen + 1, nullptr, 10);
+    if (line.compare(0, klen, key) == 0 && line.size() > klen && line[klen] == ':')
+      return std::strtoull(line.c_str() + klen + 1, nullptr, 10);
   return 0;
 }
 
-size_t peak_rss_bytes() { return status_kb("VmHWM") * 1024; }
-size_t current_rss_bytes() { return status_kb("VmRSS") * 1024; }
+size_t peak_rss_bytes() { return proc_kb("/proc/self/status", "VmHWM") * 1024; }
+size_t current_rss_bytes() { return proc_kb("/proc/self/status", "VmRSS") * 1024; }
+size_t meminfo_bytes(const char* key) { return proc_kb("/proc/meminfo", key) * 1024; }
 
 std::string human_bytes(double b) {
   const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};

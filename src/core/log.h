@@ -17,6 +17,8 @@ template <class... Args> void log_debug(const Args&... a) { if (log_level() >= L
 // Peak resident set size of this process in bytes (VmHWM).
 size_t peak_rss_bytes();
 size_t current_rss_bytes();
+// A /proc/meminfo figure in bytes ("MemTotal", "MemAvailable"; 0 when unknown).
+size_t meminfo_bytes(const char* key);
 std::string human_bytes(double b);
 
 }  // namespace zaya

@@ -463,9 +463,10 @@ constexpr ScaleControl scale_control(int p0, int p1, int p2, int p3, bool bytes 
   ScaleControl c{};
   const int pick[4] = {p0, p1, p2, p3};
   for (int L = 0; L < 4; ++L)
-    for (int e = 0; e < 8; ++e)
-      c.b[16 * L + 2 * e] = uint8_t(bytes ? pick[L] : 2 * pick[L]),
-                     c.b[16 * L + 2 * e + 1] = uint8_t(bytes ? 0x80 : 2 * pick[L] + 1);
+    for (int e = 0; e < 8; ++e) {
+      c.b[16 * L + 2 * e] = uint8_t(bytes ? pick[L] : 2 * pick[L]);
+      c.b[16 * L + 2 * e + 1] = uint8_t(bytes ? 0x80 : 2 * pick[L] + 1);
+    }
   return c;
 }
 constexpr ScaleControl scale_control_u8(int p0, int p1, int p2, int p3) { return scale_control(p0, p1, p2, p3, true); }
@@ -479,6 +480,13 @@ ZQ_TARGET inline __m512i load_control(const ScaleControl& c) { return _mm512_loa
 
 ZQ_TARGET inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 ZQ_TARGET inline __m512i lanes(__m128i v) { return _mm512_broadcast_i32x4(v); }
+// vpermd / vpermps indices for the kernels that hold row r in 128-bit lane r: every lane
+// takes lane r (lane_idx), or every element takes element e (elem_idx). Built once per call
+// (r is not an immediate before the row loops unroll).
+ZQ_TARGET inline __m512i lane_idx(int r) {
+  return _mm512_add_epi32(_mm512_set1_epi32(4 * r), _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0));
+}
+ZQ_TARGET inline __m512i elem_idx(int e) { return _mm512_set1_epi32(e); }
 
 // q4k_scales_mins_u8 (linear_quant_xq.h) for one super-block of each of NR <= 4 rows: row r's
 // bytes sc0-7 mn0-7 in 128-bit lane r. Every step of it stays within a 128-bit lane, so one
@@ -522,8 +530,10 @@ ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
   const __m512i ctl[4] = {load_control(kQ4kControl[0]), load_control(kQ4kControl[1]), load_control(kQ4kControl[2]),
                           load_control(kQ4kControl[3])};
   const __m512i mctl = lanes(_mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
-  const __m512i lane_of[4] = {_mm512_set1_epi32(0), _mm512_set1_epi32(1), _mm512_set1_epi32(2), _mm512_set1_epi32(3)};
-  // f = (d, dmin) * dx of each row: its d as a whole vector, its dmin in its own lane
+  // f = (d, dmin) * dx of each row r: its d (element 2r) as a whole vector, its dmin
+  // (element 2r + 1) in its own lane
+  const __m512i sc_idx[4] = {lane_idx(0), lane_idx(1), lane_idx(2), lane_idx(3)};
+  const __m512i d_idx[4] = {elem_idx(0), elem_idx(2), elem_idx(4), elem_idx(6)};
   const __m512i dmin_idx = _mm512_set_epi32(7, 7, 7, 7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1);
   for (int s = 0; s < xq.ns; ++s) {
     const BlockQ4_K* bs[NR];
@@ -547,11 +557,7 @@ ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
     for (int r = 0; r < NR; ++r) {
       const BlockQ4_K* b = bs[r];
       prefetch_block<144>(reinterpret_cast<const uint8_t*>(b));
-      // row r's lane in every lane (vpermd: r is not an immediate before unrolling)
-      const __m512i sc = _mm512_permutexvar_epi32(
-          _mm512_add_epi32(_mm512_slli_epi32(lane_of[r], 2), _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3,
-                                                                              2, 1, 0)),
-          scmn);
+      const __m512i sc = _mm512_permutexvar_epi32(sc_idx[r], scmn);  // row r's lane in every lane
       const __m512i v0 = _mm512_loadu_si512(b->qs), v1 = _mm512_loadu_si512(b->qs + 64);
       const __m512i w[4] = {_mm512_and_si512(v0, lo4), _mm512_and_si512(_mm512_srli_epi16(v0, 4), lo4),
                             _mm512_and_si512(v1, lo4), _mm512_and_si512(_mm512_srli_epi16(v1, 4), lo4)};
@@ -560,8 +566,7 @@ ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         const __m512i isum = dot_256_scaled(w, scl, xq.qkrow(m0 + i) + 256 * s);
-        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
-                                    _mm512_permutexvar_ps(_mm512_slli_epi32(lane_of[r], 1), f[i]), acc[r][i]);
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_permutexvar_ps(d_idx[r], f[i]), acc[r][i]);
       }
     }
   }
@@ -592,7 +597,7 @@ ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
   const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   const __m512i shl = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), shr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
   const __m512i ctl[2] = {load_control(kQ6kControl[0]), load_control(kQ6kControl[1])};
-  const __m512i lane_of[4] = {_mm512_set1_epi32(0), _mm512_set1_epi32(1), _mm512_set1_epi32(2), _mm512_set1_epi32(3)};
+  const __m512i d_idx[4] = {elem_idx(0), elem_idx(1), elem_idx(2), elem_idx(3)};
   for (int s = 0; s < xq.ns; ++s) {
     // d of the NR rows, times dx of each x row (one conversion for the rows)
     uint16_t dh[4] = {0, 0, 0, 0};
@@ -629,7 +634,7 @@ ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* 
         const __m256i osum =
             _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.bs16row(m0 + i) + 16 * s)));
         const __m512i tot = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(osum, 5)));
-        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_permutexvar_ps(lane_of[r], f[i]), acc[r][i]);
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_permutexvar_ps(d_idx[r], f[i]), acc[r][i]);
       }
     }
   }
