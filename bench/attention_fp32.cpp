@@ -1,6 +1,6 @@
-// Training attention in fp32, one layer forward and backward: our AVX2 tiles
-// (kernels/attention_avx2_train.h) against the per-block OpenBLAS products (attention.cpp), the
-// two paths' calls interleaved on the same operands. Median of --reps calls after 2 warm-up
+// Training attention in fp32, one layer forward and backward: our register tiles
+// (kernels/attention_tiles.h: AVX2, and AVX-512 where the CPU has it) against the per-block
+// products (attention.cpp), the paths' calls interleaved on the same operands. Median of --reps calls after 2 warm-up
 // calls each. GFLOP/s count only the causal half's useful work: 2 hd FLOPs per product per visible
 // (query, key) pair, forward 2 products (QK^T, PV), backward 5 (QK^T again, dO V^T, P^T dO,
 // dS K, dS^T Q), so skipping more of the triangle shows as less time, not more FLOP/s.
@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,7 +18,7 @@
 
 #include "attention_layer.h"
 #include "kernels/attention.h"
-#include "kernels/attention_avx2_train.h"
+#include "kernels/attention_tiles.h"
 #include "kernels/avx2_util.h"
 #include "kernels/gemm.h"
 
@@ -29,21 +30,36 @@ struct Shape {
   int B, T, Hq, Hk;
 };
 
-void bench(const Shape& sh, int reps) {
+// The paths compared: the per-block products (Portable: our AVX-512 GEMM on a CPU with
+// AVX-512, OpenBLAS's kernels on one without), the AVX2 tiles, and the AVX-512 tiles where the
+// CPU has them (Auto).
+struct Path {
+  KernelTier cap;
+  const char* name;
+};
+
+template <int N>
+void bench(const Shape& sh, int reps, const std::array<Path, N>& paths) {
   const int hd = attn_bench::Layer::hd, B = sh.B, T = sh.T;
   attn_bench::Layer layer(B, T, sh.Hq, sh.Hk);
-  const KernelTier tiers[2] = {KernelTier::Portable, KernelTier::Avx2};  // BLAS blocks, AVX2 tiles
-  const auto m = layer.time<2>(reps, [&](int p) { attention_avx2_train_force(tiers[p]); });
-  attention_avx2_train_force(KernelTier::Auto);
+  const auto m = layer.time<N>(reps, [&](int p) { attention_tiles_force(paths[size_t(p)].cap); });
+  attention_tiles_force(KernelTier::Auto);
   const double pairs = double(B) * sh.Hq * T * (T + 1) / 2, ff = 4.0 * hd * pairs, fb = 10.0 * hd * pairs;
-  const double f[2] = {m[0].forward, m[1].forward}, b[2] = {m[0].backward, m[1].backward};
-  std::printf("%-16s %8.2f ms %6.1f GFLOP/s %8.2f ms %6.1f GFLOP/s   %5.2fx %5.2fx\n",
-              (std::to_string(B) + "," + std::to_string(T) + "," + std::to_string(sh.Hq) + "," +
-               std::to_string(sh.Hk))
-                  .c_str(),
-              1e3 * f[0], 1e-9 * ff / f[0], 1e3 * f[1], 1e-9 * ff / f[1], f[0] / f[1], b[0] / b[1]);
-  std::printf("%-16s %8.2f ms %6.1f GFLOP/s %8.2f ms %6.1f GFLOP/s   (backward)\n", "", 1e3 * b[0],
-              1e-9 * fb / b[0], 1e3 * b[1], 1e-9 * fb / b[1]);
+  const std::string name = std::to_string(B) + "," + std::to_string(T) + "," + std::to_string(sh.Hq) + "," +
+                           std::to_string(sh.Hk);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::printf("%-16s", pass ? "" : name.c_str());
+    for (int p = 0; p < N; ++p) {
+      const double t = pass ? m[size_t(p)].backward : m[size_t(p)].forward;
+      std::printf(" %8.2f ms %6.1f GFLOP/s", 1e3 * t, 1e-9 * (pass ? fb : ff) / t);
+    }
+    std::printf("   %s", pass ? "(backward)" : "(forward)");
+    for (int p = 1; p < N; ++p) {
+      const double t0 = pass ? m[0].backward : m[0].forward, t = pass ? m[size_t(p)].backward : m[size_t(p)].forward;
+      std::printf(" %5.2fx", t0 / t);
+    }
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -76,6 +92,16 @@ int main(int argc, char** argv) {
   omp_set_num_threads(threads);
   std::printf("training attention fp32, one layer, head dim 64, %d threads, median of %d\n%s\n", threads, reps,
               gemm_runtime_info().c_str());
-  std::printf("%-16s %-26s %-26s   %s\n", "B,T,Hq,Hk", "BLAS blocks", "AVX2 tiles", "fwd   bwd speed-up");
-  for (const Shape& sh : shapes) bench(sh, reps);
+  const Path blocks{KernelTier::Portable, cpu_features().avx512f ? "per-block AVX-512 GEMM" : "per-block OpenBLAS"},
+      avx2{KernelTier::Avx2, "AVX2 6x16 tiles"}, avx512{KernelTier::Auto, "AVX-512 8x32 tiles"};
+  const bool has512 = cpu_features().avx512f;
+  std::printf("%-16s %-26s %-26s", "B,T,Hq,Hk", blocks.name, avx2.name);
+  if (has512) std::printf(" %-26s", avx512.name);
+  std::printf("   speed-up over the first\n");
+  for (const Shape& sh : shapes) {
+    if (has512)
+      bench<3>(sh, reps, {blocks, avx2, avx512});
+    else
+      bench<2>(sh, reps, {blocks, avx2});
+  }
 }

@@ -2,8 +2,8 @@
 // softmax(scale q k^T) v and its three gradients written out per row, no blocks. Shapes past
 // 256 keys take the long row blocks (attn_row_block), with a short last block and with a
 // context-parallel shard's offset; the finite-difference rows in test_gradcheck.cpp stay at
-// short shapes, where the 64-row blocks run. In fp32 both paths are checked: the per-block
-// BLAS products and the AVX2 tiles (kernels/attention_avx2_train.h).
+// short shapes, where the 64-row blocks run. In fp32 every path the CPU has is checked: the
+// per-block products, the AVX2 tiles and the AVX-512 tiles (kernels/attention_tiles.h).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -13,8 +13,9 @@
 
 #include "core/rng.h"
 #include "kernels/attention.h"
-#include "kernels/attention_avx2_train.h"
+#include "kernels/attention_tiles.h"
 #include "kernels/avx2_util.h"
+#include "kernels/gemm.h"  // cpu_features
 
 using namespace zaya;
 
@@ -132,10 +133,12 @@ TEST(Attention, Fp32TilesAndBlasBlocksMatchDirectSums) {
   const Case cases[] = {{2, 70, 70, 0, 4, 2, 64, false},
                         {1, 300, 300, 0, 2, 1, 24, false},
                         {2, 37, 101, 64, 4, 1, 16, false},
-                        {2, 13, 13, 0, 4, 2, 32, true}};
-  for (const KernelTier tier : {KernelTier::Avx2, KernelTier::Portable}) {
-    if (tier == KernelTier::Avx2 && !cpu_avx2_fma()) continue;  // no AVX2 here: the BLAS path only
-    attention_avx2_train_force(tier);
+                        {2, 13, 13, 0, 4, 2, 32, true},
+                        {3, 149, 149, 0, 2, 2, 16, false}};
+  // Auto: the AVX-512 tiles where the CPU has AVX-512F and hd % 16 == 0 (AVX2 tiles on a CPU
+  // with AVX2 alone); Avx2: the AVX2 tiles; Portable: the per-block products.
+  for (const KernelTier tier : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
+    attention_tiles_force(tier);
     for (const Case& c : cases) {
       // K and V padded alike (direct() places both at K's offsets).
       AttnShape s{c.B, c.Tq, c.Tk, c.q_pos0, c.Hq, c.Hk, c.hd, c.Hq * c.hd + 8, c.Hk * c.hd + 8, c.Hk * c.hd + 8,
@@ -145,7 +148,13 @@ TEST(Attention, Fp32TilesAndBlasBlocksMatchDirectSums) {
         s.kv_head_major = true, s.kv_batch_rows = c.Tk + 5, s.ldk = s.ldv = c.hd;
         kv_rows = size_t(c.B) * c.Hk * s.kv_batch_rows;
       }
-      ASSERT_EQ(attention_avx2_train_on(s), tier == KernelTier::Avx2);
+      const bool avx512 = cpu_features().avx512f && c.hd % 16 == 0;
+      const bool avx2 = cpu_avx2_fma() && c.hd % 8 == 0 && (tier == KernelTier::Avx2 || !cpu_features().avx512f);
+      const char* want_path = tier == KernelTier::Auto && avx512 ? "AVX-512 8x32 tiles"
+                              : tier != KernelTier::Portable && avx2 ? "AVX2 6x16 tiles"
+                                                                     : nullptr;
+      const char* path = attention_tiles_name(s);
+      ASSERT_STREQ(path, want_path) << "hd " << c.hd;
       Philox r(uint64_t(c.Tq * 7 + c.hd), 4);
       auto draw = [&](size_t n, double sd) {
         std::vector<double> x(n);
@@ -159,8 +168,8 @@ TEST(Attention, Fp32TilesAndBlasBlocksMatchDirectSums) {
           {"out", &Grads::out}, {"lse", &Grads::lse}, {"dq", &Grads::dq}, {"dk", &Grads::dk}, {"dv", &Grads::dv}};
       for (const auto& [name, m] : parts)
         EXPECT_LT(normwise(got.*m, want.*m), 2e-5)
-            << name << (tier == KernelTier::Avx2 ? " AVX2 tiles" : " BLAS blocks") << ", Tq " << c.Tq << " hd " << c.hd;
+            << name << ", " << (path ? path : "per-block products") << ", Tq " << c.Tq << " hd " << c.hd;
     }
   }
-  attention_avx2_train_force(KernelTier::Auto);
+  attention_tiles_force(KernelTier::Auto);
 }

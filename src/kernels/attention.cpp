@@ -7,7 +7,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/attention_avx2_train.h"
+#include "kernels/attention_tiles.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/attention_group.h"
 #include "kernels/gemm.h"
@@ -108,7 +108,7 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
   }
   if constexpr (std::is_same_v<T, float>) {
     if (attention_bf16_on()) return attention_forward_bf16(out, lse, q, k, v, s);
-    if (attention_avx2_train_on(s)) return attention_forward_avx2(out, lse, q, k, v, s);
+    if (attention_tiles_on(s)) return attention_forward_tiles(out, lse, q, k, v, s);
   }
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
@@ -134,7 +134,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
                         const T* v, const AttnShape& s, T* scratch) {
   if constexpr (std::is_same_v<T, float>) {
     if (attention_bf16_on()) return attention_backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, s);
-    if (attention_avx2_train_on(s)) return attention_backward_avx2(dq, dk, dv, dout, out, lse, q, k, v, s);
+    if (attention_tiles_on(s)) return attention_backward_tiles(dq, dk, dv, dout, out, lse, q, k, v, s);
   }
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo, rb = attn_row_block(s);
   const T scale = T(1) / std::sqrt(T(s.hd));

@@ -1,0 +1,265 @@
+#include "kernels/attention_tiles.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "kernels/avx2_tile.h"
+#include "kernels/avx2_util.h"
+#include "kernels/avx512_tile.h"
+#include "kernels/gemm.h"  // cpu_features
+#include "kernels/vec_math.h"
+
+namespace zaya {
+
+namespace {
+
+std::atomic<int> g_cap{int(KernelTier::Auto)};  // attention_tiles_force
+
+// What the causal mask leaves of a product, for its tile of rows [i0, i0 + mr); query row r of
+// a block sits at position base + r.
+enum class Causal {
+  Cols,         // rows queries, columns keys: panels past the tile's last row's keys skipped
+  KeysTo,       // rows queries, the sum over keys p: p < base + i0 + mr
+  QueriesFrom,  // rows keys, the sum over the block's queries p: p >= i0 - base
+};
+
+using TileFn = void (*)(const float*, long, long, const float*, int, int, float, float*, long, bool);
+
+// Tile::tile<mr, NV> for a run-time mr in [1, Tile::kRows].
+template <class Tile, int NV, size_t... I>
+TileFn tile_fn(int mr, std::index_sequence<I...>) {
+  static constexpr TileFn fns[] = {&Tile::template tile<int(I) + 1, NV>...};
+  return fns[mr - 1];
+}
+template <class Tile, int NV>
+TileFn tile_fn(int mr) {
+  return tile_fn<Tile, NV>(mr, std::make_index_sequence<Tile::kRows>{});
+}
+
+// B packed for the tiles: panels of W columns and `rows` rows each, contiguous (panel c / W at
+// B + W rows (c / W)), columns past the last zero. Read in place at the strides of a head's
+// rows (512 B to 1 KB apart) a panel's rows fall into a few L1 sets and evict each other.
+struct Panels {
+  const float* B;
+  int rows;
+  const float* panel(int j0) const { return B + size_t(j0) * rows; }
+};
+// B (K x N, element (p, j) at src[p sp + j sj]) into panels of W columns.
+template <int W>
+Panels pack_panels(float* dst, const float* src, int K, int N, long sp, long sj) {
+  for (int j0 = 0; j0 < N; j0 += W) {
+    float* d = dst + size_t(j0) * K;
+    const int nj = std::min(W, N - j0);
+    for (int p = 0; p < K; ++p, d += W) {
+      const float* s = src + p * sp + j0 * sj;
+      if (sj == 1)
+        std::copy(s, s + nj, d);
+      else
+        for (int j = 0; j < nj; ++j) d[j] = s[j * sj];
+      std::fill(d + nj, d + W, 0.f);
+    }
+  }
+  return {dst, K};
+}
+// B = src (rows x cols at stride lds).
+template <int W>
+Panels pack(float* dst, const float* src, int rows, int cols, long lds) {
+  return pack_panels<W>(dst, src, rows, cols, lds, 1);
+}
+// B = src^T (src rows x cols at stride lds; B cols x rows).
+template <int W>
+Panels pack_t(float* dst, const float* src, int rows, int cols, long lds) {
+  return pack_panels<W>(dst, src, cols, rows, 1, lds);
+}
+// Floats pack / pack_t write for rows x cols (B's columns rounded up to W).
+template <int W>
+size_t packed_size(int rows, int cols) {
+  return size_t(rows) * size_t((cols + W - 1) / W * W);
+}
+
+// C[m x n] (+)= alpha * A B over the part the causal mask leaves (n % Tile::kLanes == 0), with
+// a(i, p) = A[i ai + p ap] and B packed. Panels outside, so that a panel of B stays in L1
+// while the row tiles pass over it.
+template <class Tile>
+void product(int m, int n, int kd, float alpha, const float* A, long ai, long ap, Panels B, float* C, long ldc,
+             bool acc, Causal cz, int base) {
+  constexpr int MR = Tile::kRows, W = Tile::kPanel;
+  for (int j0 = 0; j0 < n; j0 += W)
+    for (int i0 = 0; i0 < m; i0 += MR) {
+      const int mr = std::min(MR, m - i0);
+      int p0 = 0, p1 = kd;
+      if (cz == Causal::Cols && j0 > base + i0 + mr - 1) continue;
+      if (cz == Causal::KeysTo) p1 = std::min(kd, base + i0 + mr);
+      if (cz == Causal::QueriesFrom) p0 = std::clamp(i0 - base, 0, kd);
+      const TileFn f = n - j0 >= W ? tile_fn<Tile, 2>(mr) : tile_fn<Tile, 1>(mr);
+      f(A + i0 * ai, ai, ap, B.panel(j0), p0, p1, alpha, C + i0 * ldc + j0, ldc, acc);
+    }
+}
+
+int round8(int n) { return (n + 7) & ~7; }
+template <class Tile>
+int round_lanes(int n) {
+  return (n + Tile::kLanes - 1) / Tile::kLanes * Tile::kLanes;
+}
+
+// Per-thread buffers (kept between calls, grown as needed): the head's K^T and V packed and one
+// block's P (forward); backward also V^T and K packed, one block's Q and dO packed and its dS.
+// ld: Tk rounded up to 8, plus 16 (room for a row's last tile of any width).
+struct Scratch {
+  std::vector<float> kt, vt, kp, vp, qp, dop, p, dp;
+  int ld = 0;
+};
+template <class Tile>
+Scratch& thread_scratch(const AttnShape& s, bool backward) {
+  constexpr int W = Tile::kPanel;
+  static thread_local Scratch sc;
+  // Rows of P and dS are read down their columns (P^T dO, dS^T Q): a row stride of a power of
+  // two bytes would map those reads onto a few L1 sets; 17 lines past a multiple of 16 do not.
+  sc.ld = round8(s.Tk) + 16;
+  const int rb = attn_row_block(s);
+  auto grow = [](std::vector<float>& b, size_t n) { b.resize(std::max(b.size(), n)); };
+  grow(sc.kt, packed_size<W>(s.hd, s.Tk));
+  grow(sc.vp, packed_size<W>(s.Tk, s.hd));
+  grow(sc.p, size_t(rb) * sc.ld);
+  if (backward) {
+    grow(sc.vt, sc.kt.size()), grow(sc.kp, sc.vp.size()), grow(sc.dp, sc.p.size());
+    grow(sc.qp, packed_size<W>(rb, s.hd)), grow(sc.dop, packed_size<W>(rb, s.hd));
+  }
+  return sc;
+}
+
+// f(b, g, scratch) for every (batch, KV head) pair, split over the threads, each with its own
+// scratch: a pair's G query heads share its packed K and V, and accumulate dK/dV race-free.
+template <class Tile, class F>
+void for_each_group(const AttnShape& s, bool backward, F&& f) {
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < s.B; ++b)
+    for (int g = 0; g < s.Hk; ++g) f(b, g, thread_scratch<Tile>(s, backward));
+}
+
+int seen_keys(const AttnShape& s, int t) { return std::min(s.Tk - 1, s.q_pos0 + t) + 1; }
+
+template <class Tile>
+void forward(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
+  constexpr int W = Tile::kPanel;
+  const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
+  const float scale = 1.f / std::sqrt(float(hd));
+  for_each_group<Tile>(s, false, [&](int b, int g, Scratch& sc) {
+    const int ld = sc.ld;
+    const Panels kt = pack_t<W>(sc.kt.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
+    const Panels vp = pack<W>(sc.vp.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
+    float* S = sc.p.data();
+    for (int j = g * G; j < (g + 1) * G; ++j) {
+      const float* qb = q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd;
+      float* ob = out + size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
+      float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+      for (int t0 = 0; t0 < s.Tq; t0 += rb) {
+        const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
+        product<Tile>(rows, round_lanes<Tile>(nk), hd, scale, qb + size_t(t0) * s.ldq, s.ldq, 1, kt, S, ld, false,
+                      Causal::Cols, base);
+        for (int i = 0; i < rows; ++i) {
+          float* row = S + size_t(i) * ld;
+          const int seen = seen_keys(s, t0 + i);
+          lse_j[t0 + i] = row_softmax(row, seen);
+          std::fill(row + seen, row + nk, 0.f);
+        }
+        product<Tile>(rows, hd, nk, 1.f, S, ld, 1, vp, ob + size_t(t0) * s.ldo, s.ldo, false, Causal::KeysTo, base);
+      }
+    }
+  });
+}
+
+template <class Tile>
+void backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
+              const float* k, const float* v, const AttnShape& s) {
+  constexpr int W = Tile::kPanel;
+  const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
+  const float scale = 1.f / std::sqrt(float(hd));
+  for_each_group<Tile>(s, true, [&](int b, int g, Scratch& sc) {
+    const int ld = sc.ld;
+    const float* kb = k + s.kv_offset(b, g, s.ldk);
+    const float* vb = v + s.kv_offset(b, g, s.ldv);
+    const Panels kt = pack_t<W>(sc.kt.data(), kb, s.Tk, hd, s.ldk), vt = pack_t<W>(sc.vt.data(), vb, s.Tk, hd, s.ldv);
+    const Panels kp = pack<W>(sc.kp.data(), kb, s.Tk, hd, s.ldk);
+    float* dkb = dk + s.kv_offset(b, g, s.ldk);
+    float* dvb = dv + s.kv_offset(b, g, s.ldv);
+    float *P = sc.p.data(), *dS = sc.dp.data();
+    for (int j = g * G; j < (g + 1) * G; ++j) {
+      const size_t qoff = size_t(b) * s.Tq * s.ldq + size_t(j) * hd, ooff = size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
+      const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+      for (int t0 = 0; t0 < s.Tq; t0 += rb) {
+        const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
+        const int nkr = round_lanes<Tile>(nk);
+        const float* qr = q + qoff + size_t(t0) * s.ldq;
+        const float* gr = dout + ooff + size_t(t0) * s.ldo;
+        // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
+        product<Tile>(rows, nkr, hd, scale, qr, s.ldq, 1, kt, P, ld, false, Causal::Cols, base);
+        product<Tile>(rows, nkr, hd, 1.f, gr, s.ldo, 1, vt, dS, ld, false, Causal::Cols, base);
+        // rowdot(dO, O) for the block's rows first, in a loop of their own: O's rows come from
+        // L3 (a layer's O is 2 MB at zaya1-small), and their loads overlap there, not when
+        // each waits between one row's exponentials and the next's.
+        float D[kAttnRowBlockLong];
+        for (int i = 0; i < rows; ++i) {
+          const float* o = out + ooff + size_t(t0 + i) * s.ldo;
+          const float* go = gr + size_t(i) * s.ldo;
+          float Dt = 0;
+#pragma omp simd reduction(+ : Dt)  // lanes, not a scalar chain of hd dependent adds
+          for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
+          D[i] = Dt;
+        }
+        for (int i = 0; i < rows; ++i) {
+          const int seen = seen_keys(s, t0 + i);
+          float* pr = P + size_t(i) * ld;
+          float* dr = dS + size_t(i) * ld;
+          row_exp_scale(pr, pr, seen, lse_j[t0 + i], 1.f);
+          const float Dt = D[i];
+#pragma omp simd
+          for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+          // Past a row's keys both stay unread by the tiles of their own rows, but the tiles
+          // of P^T dO and dS^T Q span several keys: zeros there, never what the panels left.
+          std::fill(pr + seen, pr + nk, 0.f);
+          std::fill(dr + seen, dr + nk, 0.f);
+        }
+        // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q (keys < nk only)
+        const Panels dop = pack<W>(sc.dop.data(), gr, rows, hd, s.ldo), qp = pack<W>(sc.qp.data(), qr, rows, hd, s.ldq);
+        product<Tile>(nk, hd, rows, 1.f, P, 1, ld, dop, dvb, s.ldv, true, Causal::QueriesFrom, base);
+        product<Tile>(rows, hd, nk, scale, dS, ld, 1, kp, dq + qoff + size_t(t0) * s.ldq, s.ldq, true,
+                      Causal::KeysTo, base);
+        product<Tile>(nk, hd, rows, scale, dS, 1, ld, qp, dkb, s.ldk, true, Causal::QueriesFrom, base);
+      }
+    }
+  });
+}
+
+bool avx512_tiles_on(const AttnShape& s) { return cpu_features().avx512f && s.hd % Avx512Tile::kLanes == 0; }
+
+}  // namespace
+
+const char* attention_tiles_name(const AttnShape& s) {
+  const KernelTier cap = KernelTier(g_cap.load(std::memory_order_relaxed));
+  if (cap == KernelTier::Portable) return nullptr;
+  if (cap == KernelTier::Auto && avx512_tiles_on(s)) return Avx512Tile::kName;
+  if (!cpu_avx2_fma() || s.hd % Avx2Tile::kLanes != 0) return nullptr;
+  return cap == KernelTier::Avx2 || !cpu_features().avx512f ? Avx2Tile::kName : nullptr;
+}
+
+void attention_tiles_force(KernelTier k) { g_cap.store(int(k), std::memory_order_relaxed); }
+
+void attention_forward_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const AttnShape& s) {
+  if (attention_tiles_name(s) == Avx512Tile::kName) return forward<Avx512Tile>(out, lse, q, k, v, s);
+  forward<Avx2Tile>(out, lse, q, k, v, s);
+}
+
+void attention_backward_tiles(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                              const float* q, const float* k, const float* v, const AttnShape& s) {
+  if (attention_tiles_name(s) == Avx512Tile::kName) return backward<Avx512Tile>(dq, dk, dv, dout, out, lse, q, k, v, s);
+  backward<Avx2Tile>(dq, dk, dv, dout, out, lse, q, k, v, s);
+}
+
+}  // namespace zaya
