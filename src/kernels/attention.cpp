@@ -162,12 +162,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
           scores_to_probs(P, lse_j, true, s, t0, t0 + rows, nk);
           // dP = dO V^T;  dS = P * (dP - rowdot(dO, O))
           gemm_serial(Trans::N, Trans::T, rows, nk, s.hd, T(1), gr, lo, vb, lv, T(0), dSb, s.Tk);
+          T D[kAttnRowBlockLong];
+          attention_rowdots(D, out + ooff + size_t(t0) * lo, gr, rows, s.hd, lo);
           for (int t = 0; t < rows; ++t) {
-            const T* o = out + ooff + size_t(t0 + t) * lo;
-            const T* go = gr + size_t(t) * lo;
-            T Dt = 0;
-#pragma omp simd reduction(+ : Dt)  // lanes, not a scalar chain of hd dependent adds
-            for (int d = 0; d < s.hd; ++d) Dt += o[d] * go[d];
+            const T Dt = D[t];
             const T* pr = Pb + size_t(t) * s.Tk;
             T* dr = dSb + size_t(t) * s.Tk;
 #pragma omp simd

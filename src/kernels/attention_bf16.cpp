@@ -106,16 +106,15 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
         // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
         gemm_bf16_kernel(e, Trans::N, Trans::T, rows, n, hd, scale, qb, hd, sc.k16.data(), hd, 0.f, P, n);
         gemm_bf16_kernel(e, Trans::N, Trans::T, rows, n, hd, 1.f, dob, hd, sc.v16.data(), hd, 0.f, dP, n);
+        float D[kAttnRowBlockLong];  // rowdot(dO, O), the rows' loads overlapping (attention_tiles.cpp)
+        attention_rowdots(D, out + ooff + size_t(r0) * s.ldo, dout + ooff + size_t(r0) * s.ldo, rows, hd, s.ldo);
         for (int i = 0; i < rows; ++i) {
           const int t = r0 + i, seen = last_key(s, t) + 1;
           float* pr = P + size_t(i) * n;
           float* dr = dP + size_t(i) * n;
           row_exp_scale(pr, pr, seen, lse_j[t], 1.f);
-          const float* o = out + ooff + size_t(t) * s.ldo;
-          const float* go = dout + ooff + size_t(t) * s.ldo;
-          float Dt = 0;
-#pragma omp simd reduction(+ : Dt)  // lanes, not a scalar chain of hd dependent adds
-          for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
+          const float Dt = D[i];
+#pragma omp simd
           for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
           std::fill(pr + seen, pr + n, 0.f);
           std::fill(dr + seen, dr + n, 0.f);

@@ -200,18 +200,8 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* o
         // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
         product<Tile>(rows, nkr, hd, scale, qr, s.ldq, 1, kt, P, ld, false, Causal::Cols, base);
         product<Tile>(rows, nkr, hd, 1.f, gr, s.ldo, 1, vt, dS, ld, false, Causal::Cols, base);
-        // rowdot(dO, O) for the block's rows first, in a loop of their own: O's rows come from
-        // L3 (a layer's O is 2 MB at zaya1-small), and their loads overlap there, not when
-        // each waits between one row's exponentials and the next's.
-        float D[kAttnRowBlockLong];
-        for (int i = 0; i < rows; ++i) {
-          const float* o = out + ooff + size_t(t0 + i) * s.ldo;
-          const float* go = gr + size_t(i) * s.ldo;
-          float Dt = 0;
-#pragma omp simd reduction(+ : Dt)  // lanes, not a scalar chain of hd dependent adds
-          for (int d = 0; d < hd; ++d) Dt += o[d] * go[d];
-          D[i] = Dt;
-        }
+        float D[kAttnRowBlockLong];  // rowdot(dO, O)
+        attention_rowdots(D, out + ooff + size_t(t0) * s.ldo, gr, rows, hd, s.ldo);
         for (int i = 0; i < rows; ++i) {
           const int seen = seen_keys(s, t0 + i);
           float* pr = P + size_t(i) * ld;
