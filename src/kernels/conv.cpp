@@ -170,7 +170,8 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
   const int M = s.rows() - (K1 - 1);
   colsum_product(db1, dout, (const T*)nullptr, s.rows(), C, C, 0);
   if (!try_stage2_backward_bf16(dy0, dw1, dout, y0, w1, s)) {
-    std::memset(dy0, 0, sizeof(T) * size_t(s.rows()) * C);
+    // dy0: tap 0's product writes rows [0, M) (beta 0), so only the last K1 - 1 rows start at zero.
+    std::memset(dy0 + size_t(M) * C, 0, sizeof(T) * size_t(K1 - 1) * C);
     std::memset(dw1p, 0, sizeof(T) * size_t(K1) * C * hd);
     const int G = C / hd;
     // Tasks with outputs of their own, side by side, one thread each (an hd x hd x M product
@@ -183,7 +184,8 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
       if (i < G) {
         for (int k = 0; k < K1; ++k)
           gemm(Trans::N, Trans::N, M, hd, hd, T(1), dout + size_t(i) * hd, C,
-               w1p + (size_t(k) * C + size_t(i) * hd) * hd, hd, T(1), dy0 + size_t(k) * C + size_t(i) * hd, C);
+               w1p + (size_t(k) * C + size_t(i) * hd) * hd, hd, k ? T(1) : T(0), dy0 + size_t(k) * C + size_t(i) * hd,
+               C);
         return;
       }
       const int g = (i - G) / K1, k = (i - G) % K1;
