@@ -354,6 +354,7 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   if (shard) {
     k.dhalo_BPC.assign(size_t(d.B) * P * z.C, T(0));
     k.dx_prev_BD.assign(size_t(d.B) * z.D, T(0));
+    std::fill(dx, dx + size_t(z.N) * z.D, T(0));  // halo_grads adds into it before the products
   }
   causal_conv_backward(dp, shard ? k.dhalo_BPC.data() : (T*)nullptr, dW + o.conv0_w, dW + o.conv0_b, dW + o.conv1_w,
                        dW + o.conv1_b, k.dy0_tall.data(), k.dw1p.data(), dconv, s.y0_tall.data(), k.w1p.data(),
@@ -375,7 +376,8 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   zone.reset();
   zone.emplace("projections");
   gemm_grads_side_by_side<T>(4.0 * z.N * z.D * z.C, [&](int i) {
-    if (i == 0) return gemm(Trans::N, Trans::N, z.N, z.D, z.C, T(1), dp, z.C, W + o.wq, z.D, T(1), dx, z.D);
+    if (i == 0)  // dx's first writer: stores, unless the halo's gradient is already in it
+      return gemm(Trans::N, Trans::N, z.N, z.D, z.C, T(1), dp, z.C, W + o.wq, z.D, shard ? T(1) : T(0), dx, z.D);
     gemm(Trans::T, Trans::N, z.C, z.D, z.N, T(1), dp, z.C, x, z.D, T(1), dW + o.wq, z.D);
   });
   // 4. values: undo the shift, dy_t = [dv_t (first half) | dv_{t+1} (second half)], the last

@@ -110,7 +110,8 @@ template <class T>
 void cca_forward(T* out_ND, const T* x_ND, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
                  const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache = nullptr,
                  SeqShard<T>* shard = nullptr);
-// Accumulates into dx_ND and into the parameter gradients dW (same layout as W).
+// Writes dx_ND (overwrites: its first product stores rather than adds) and accumulates into
+// the parameter gradients dW (same layout as W).
 template <class T>
 void cca_backward(T* dx_ND, T* dW, const T* dout_ND, const T* x_ND, const T* W, const CcaOffsets& o,
                   const ModelConfig& c, const CcaDims& d, const RopeTable& rope, const CcaSaved<T>& s,

@@ -330,8 +330,7 @@ void Model<T>::backward(T loss_scale, GradMode mode) {
     T* dres_n = dres_[cur].data();
     T* dx = dx_ND_.data();
     ZAYA_PROFILE(so.attention ? "cca" : "moe");
-    std::fill(dx, dx + size_t(N) * D, T(0));
-    if (so.attention) {
+    if (so.attention) {  // both write dx (not accumulate): no zero fill first
       cca_backward(dx, dW, dout, a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0_}, rope_, a.cca,
                    cca_scratch_, shard_.get());
     } else {

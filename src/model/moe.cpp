@@ -388,14 +388,15 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
     T* dxi = dx + size_t(i) * D;
     for (int kk = 0; kk < K; ++kk) {
       const size_t q = size_t(i) * K + kk;
-      if (rows[q] >= 0) {
-        const T* src = &k.dxs_SD[size_t(rows[q]) * D];
-        for (int d = 0; d < D; ++d) dxi[d] += src[d];
-      } else {
-        const T g = s.gate_NK[q];
-        const T* gi = dout + size_t(i) * D;
-        for (int d = 0; d < D; ++d) dxi[d] += g * gi[d];
-      }
+      // A routed entry brings its expert's dx row, a skipped one its gate times dout. Every row
+      // has K entries: the first stores (dx is written, not accumulated), the rest add.
+      const bool routed = rows[q] >= 0;
+      const T* src = routed ? &k.dxs_SD[size_t(rows[q]) * D] : dout + size_t(i) * D;
+      const T g = routed ? T(1) : s.gate_NK[q];
+      if (kk == 0)
+        for (int d = 0; d < D; ++d) dxi[d] = g * src[d];
+      else
+        for (int d = 0; d < D; ++d) dxi[d] += g * src[d];
     }
   }
   // Router backward.

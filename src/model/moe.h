@@ -139,8 +139,9 @@ double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_
 template <class T>
 void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* balancing_bias, const MoeOffsets& o,
                  const ModelConfig& c, int N, int moe_index, MoeSaved<T>& s, ExpertCompute<T>& experts);
-// dr_carry [N, R]: on entry the gradient flowing into this layer's r from the next MoE
-// sub-layer's EDA (zeros for the last); on exit the gradient for the previous layer's r.
+// Writes dx (overwrites) and accumulates into dW. dr_carry [N, R]: on entry the gradient
+// flowing into this layer's r from the next MoE sub-layer's EDA (zeros for the last); on exit
+// the gradient for the previous layer's r.
 template <class T>
 void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T* r_prev, const T* W,
                   const MoeOffsets& o, const ModelConfig& c, int N, int moe_index, const MoeSaved<T>& s,
