@@ -15,6 +15,7 @@
 #include "core/bf16.h"
 #include "core/rng.h"
 #include "kernels/attention.h"
+#include "kernels/attention_tiles.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/conv.h"
 #include "kernels/gemm.h"
@@ -147,9 +148,19 @@ TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
   if (amx_bf16_usable()) engines.push_back(GemmEngine::Amx);
   if (gemm_bf16_avx512_usable()) engines.push_back(GemmEngine::Avx512);
   if (engines.empty()) GTEST_SKIP() << "no AMX-BF16 / AVX512-BF16";
-  for (GemmEngine engine : engines)
+  // On the AVX512-BF16 kernel both bf16 paths: the register tiles (kernels/attention_tiles.h,
+  // the default) and the per-block products (held there by the Portable cap); on AMX the latter.
+  struct Path {
+    GemmEngine engine;
+    KernelTier cap;
+  };
+  std::vector<Path> paths;
+  for (GemmEngine e : engines)
+    for (KernelTier cap : {KernelTier::Auto, KernelTier::Portable})
+      if (e == GemmEngine::Avx512 || cap == KernelTier::Auto) paths.push_back({e, cap});
+  for (const auto [engine, cap] : paths)
   for (auto [Tq, Tk, q0, hd] : {std::tuple{150, 150, 0, 64}, std::tuple{70, 200, 130, 64}, std::tuple{100, 100, 0, 32},
-                                 std::tuple{300, 300, 0, 64}}) {
+                                 std::tuple{300, 300, 0, 64}, std::tuple{37, 101, 64, 16}}) {
     const int B = 2, Hq = 4, Hk = 2;
     const int ldq = Hq * hd + 8, ldk = Hk * hd, ldo = Hq * hd;
     AttnShape s{B, Tq, Tk, q0, Hq, Hk, hd, ldq, ldk, ldk, ldo};
@@ -170,17 +181,24 @@ TEST(AttentionBf16, MatchesFp32WithinBf16Rounding) {
     };
     const Result f = run(GemmPrecision::F32);
     gemm_settings().engine = engine;
+    attention_tiles_force(cap);
     const Result h = run(GemmPrecision::BF16);
+    bool tiles;
     {
       PrecisionScope scope(GemmPrecision::BF16);
       EXPECT_TRUE(attention_bf16_on());
+      tiles = attention_bf16_tiles_on(s);
     }
+    attention_tiles_force(KernelTier::Auto);
     gemm_settings().engine = GemmEngine::Auto;
+    EXPECT_EQ(tiles, engine == GemmEngine::Avx512 && cap == KernelTier::Auto) << "hd " << hd;
+    const char* path = tiles ? "AVX512-BF16 tiles" : "per-block products";
     for (auto [name, a, b] : {std::tuple{"out", &h.out, &f.out}, std::tuple{"lse", &h.lse, &f.lse},
                               std::tuple{"dq", &h.dq, &f.dq}, std::tuple{"dk", &h.dk, &f.dk},
                               std::tuple{"dv", &h.dv, &f.dv}}) {
       const double e = normwise_rel(*a, *b);
-      EXPECT_LT(e, 0.015) << name << " Tq " << Tq << " Tk " << Tk << " hd " << hd << " " << gemm_engine_name(engine);
+      EXPECT_LT(e, 0.015) << name << " Tq " << Tq << " Tk " << Tk << " hd " << hd << " " << gemm_engine_name(engine)
+                          << " " << path;
       EXPECT_GT(e, 0.0) << name << ": the bf16 path was not taken";
     }
   }

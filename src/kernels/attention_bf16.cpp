@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "kernels/attention_tiles.h"
 #include "kernels/gemm.h"
 #include "kernels/vec_math.h"
 
@@ -59,6 +60,7 @@ void for_each_group(const float* k, const float* v, const AttnShape& s, F&& f) {
 
 void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
                             const AttnShape& s) {
+  if (attention_bf16_tiles_on(s)) return attention_forward_bf16_tiles(out, lse, q, k, v, s);
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
   const GemmEngine e = gemm_resolve(GemmPrecision::BF16);  // Amx or Avx512 (attention_bf16_on)
@@ -87,6 +89,7 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
 
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                              const float* q, const float* k, const float* v, const AttnShape& s) {
+  if (attention_bf16_tiles_on(s)) return attention_backward_bf16_tiles(dq, dk, dv, dout, out, lse, q, k, v, s);
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
   const GemmEngine e = gemm_resolve(GemmPrecision::BF16);  // Amx or Avx512 (attention_bf16_on)

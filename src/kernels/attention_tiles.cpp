@@ -8,10 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/bf16.h"  // to_bf16
 #include "kernels/avx2_tile.h"
 #include "kernels/avx2_util.h"
 #include "kernels/avx512_tile.h"
-#include "kernels/gemm.h"  // cpu_features
+#include "kernels/gemm.h"  // cpu_features, gemm_resolve
+#include "kernels/gemm_avx512.h"  // gemm_bf16_avx512_usable
 #include "kernels/vec_math.h"
 
 namespace zaya {
@@ -28,16 +30,14 @@ enum class Causal {
   QueriesFrom,  // rows keys, the sum over the block's queries p: p >= i0 - base
 };
 
-using TileFn = void (*)(const float*, long, long, const float*, int, int, float, float*, long, bool);
-
 // Tile::tile<mr, NV> for a run-time mr in [1, Tile::kRows].
 template <class Tile, int NV, size_t... I>
-TileFn tile_fn(int mr, std::index_sequence<I...>) {
-  static constexpr TileFn fns[] = {&Tile::template tile<int(I) + 1, NV>...};
+auto tile_fn(int mr, std::index_sequence<I...>) {
+  static constexpr decltype(&Tile::template tile<1, NV>) fns[] = {&Tile::template tile<int(I) + 1, NV>...};
   return fns[mr - 1];
 }
 template <class Tile, int NV>
-TileFn tile_fn(int mr) {
+auto tile_fn(int mr) {
   return tile_fn<Tile, NV>(mr, std::make_index_sequence<Tile::kRows>{});
 }
 
@@ -82,6 +82,17 @@ size_t packed_size(int rows, int cols) {
   return size_t(rows) * size_t((cols + W - 1) / W * W);
 }
 
+// The sum range [p0, p1) over the inner dimension that the causal mask leaves to the tile of
+// rows [i0, i0 + mr) and columns from j0 of a product with inner size kd; false: the tile is
+// wholly masked.
+bool causal_range(Causal cz, int i0, int mr, int j0, int kd, int base, int& p0, int& p1) {
+  p0 = 0, p1 = kd;
+  if (cz == Causal::Cols && j0 > base + i0 + mr - 1) return false;
+  if (cz == Causal::KeysTo) p1 = std::min(kd, base + i0 + mr);
+  if (cz == Causal::QueriesFrom) p0 = std::clamp(i0 - base, 0, kd);
+  return true;
+}
+
 // C[m x n] (+)= alpha * A B over the part the causal mask leaves (n % Tile::kLanes == 0), with
 // a(i, p) = A[i ai + p ap] and B packed. Panels outside, so that a panel of B stays in L1
 // while the row tiles pass over it.
@@ -92,11 +103,9 @@ void product(int m, int n, int kd, float alpha, const float* A, long ai, long ap
   for (int j0 = 0; j0 < n; j0 += W)
     for (int i0 = 0; i0 < m; i0 += MR) {
       const int mr = std::min(MR, m - i0);
-      int p0 = 0, p1 = kd;
-      if (cz == Causal::Cols && j0 > base + i0 + mr - 1) continue;
-      if (cz == Causal::KeysTo) p1 = std::min(kd, base + i0 + mr);
-      if (cz == Causal::QueriesFrom) p0 = std::clamp(i0 - base, 0, kd);
-      const TileFn f = n - j0 >= W ? tile_fn<Tile, 2>(mr) : tile_fn<Tile, 1>(mr);
+      int p0, p1;
+      if (!causal_range(cz, i0, mr, j0, kd, base, p0, p1)) continue;
+      const auto f = n - j0 >= W ? tile_fn<Tile, 2>(mr) : tile_fn<Tile, 1>(mr);
       f(A + i0 * ai, ai, ap, B.panel(j0), p0, p1, alpha, C + i0 * ldc + j0, ldc, acc);
     }
 }
@@ -226,6 +235,191 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* o
   });
 }
 
+// ---- bf16 products (bf16 training on AVX512-BF16): the same plan over bf16 pairs. Operands
+// are rounded to bf16 as they are packed (K, V once per (batch, KV head); Q, dO, P and dS once
+// per block), as the per-block bf16 path rounds them (attention_bf16.h); sums stay fp32.
+
+using Bf16Tile = Avx512Bf16Tile;
+constexpr int kW16 = Bf16Tile::kPanel;
+
+uint32_t pair_bits(float lo, float hi) { return uint32_t(to_bf16(lo).bits) | uint32_t(to_bf16(hi).bits) << 16; }
+
+// B packed for the bf16 tiles: panels of kW16 columns and `pairs` pair rows, as Panels.
+struct PairPanels {
+  const uint32_t* B;
+  int pairs;
+  const uint32_t* panel(int j0) const { return B + size_t(j0) * pairs; }
+};
+// B (K x N, element (p, j) at src[p sp + j sj]) rounded into pair panels: pair row q of panel
+// j0 / W holds (B[2q][j], B[2q + 1][j]); rows past K and columns past N zero.
+PairPanels pack_pairs(uint32_t* dst, const float* src, int K, int N, long sp, long sj) {
+  const int Q = (K + 1) / 2;
+  for (int j0 = 0; j0 < N; j0 += kW16) {
+    uint32_t* d = dst + size_t(j0) * Q;
+    const int nj = std::min(kW16, N - j0);
+    for (int q = 0; q < Q; ++q, d += kW16) {
+      const float* s0 = src + 2 * q * sp + j0 * sj;
+      const float* s1 = 2 * q + 1 < K ? s0 + sp : nullptr;
+      for (int j = 0; j < nj; ++j) d[j] = pair_bits(s0[j * sj], s1 ? s1[j * sj] : 0.f);
+      std::fill(d + nj, d + kW16, 0u);
+    }
+  }
+  return {dst, Q};
+}
+size_t pair_packed_size(int K, int N) { return size_t((K + 1) / 2) * size_t((N + kW16 - 1) / kW16 * kW16); }
+
+// rows x cols (cols even) of fp32 (stride lds) rounded into pairs along the rows: dst[r ldd + c / 2].
+const uint32_t* round_rows(uint32_t* dst, long ldd, const float* src, long lds, int rows, int cols) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols / 2; ++c) dst[r * ldd + c] = pair_bits(src[r * lds + 2 * c], src[r * lds + 2 * c + 1]);
+  return dst;
+}
+// Rows 2q and 2q + 1 of src (rows x cols, stride lds) interleaved into pairs: dst[q ldd + c].
+// A row past the last reads zeros.
+const uint32_t* interleave_rows(uint32_t* dst, long ldd, const float* src, long lds, int rows, int cols) {
+  for (int q = 0; q < (rows + 1) / 2; ++q) {
+    const float* s0 = src + 2 * q * lds;
+    uint32_t* d = dst + q * ldd;
+    if (2 * q + 1 < rows)
+      for (int c = 0; c < cols; ++c) d[c] = pair_bits(s0[c], s0[lds + c]);
+    else
+      for (int c = 0; c < cols; ++c) d[c] = pair_bits(s0[c], 0.f);
+  }
+  return dst;
+}
+
+// C[m x n] (+)= alpha * A B over the part the causal mask leaves, in pairs of the inner
+// dimension (kd elements): a pair straddling the mask's edge brings one product the mask
+// zeroes in P or dS (those stay zero up to an even count), or a zero row of B.
+void product_pairs(int m, int n, int kd, float alpha, const uint32_t* A, long ai, long aq, PairPanels B, float* C,
+                   long ldc, bool acc, Causal cz, int base) {
+  constexpr int MR = Bf16Tile::kRows;
+  for (int j0 = 0; j0 < n; j0 += kW16)
+    for (int i0 = 0; i0 < m; i0 += MR) {
+      const int mr = std::min(MR, m - i0);
+      int p0, p1;
+      if (!causal_range(cz, i0, mr, j0, kd, base, p0, p1)) continue;
+      const auto f = n - j0 >= kW16 ? tile_fn<Bf16Tile, 2>(mr) : tile_fn<Bf16Tile, 1>(mr);
+      f(A + i0 * ai, ai, aq, B.panel(j0), p0 / 2, (p1 + 1) / 2, alpha, C + i0 * ldc + j0, ldc, acc);
+    }
+}
+
+// Per-thread buffers of the bf16 tiles, kept between calls. ld: Tk rounded up to 8, plus 16.
+struct Bf16Scratch {
+  std::vector<uint32_t> kt, vt, kp, vp, qp, dop, pi, dsi, qa, doa, p16, ds16;
+  std::vector<float> p, dp;
+  int ld = 0;
+};
+Bf16Scratch& bf16_scratch(const AttnShape& s, bool backward) {
+  static thread_local Bf16Scratch sc;
+  sc.ld = round8(s.Tk) + 16;
+  const int rb = attn_row_block(s);
+  auto grow = [](auto& b, size_t n) { b.resize(std::max(b.size(), n)); };
+  grow(sc.kt, pair_packed_size(s.hd, s.Tk)), grow(sc.vp, pair_packed_size(s.Tk, s.hd));
+  grow(sc.qa, size_t(rb) * s.hd), grow(sc.p, size_t(rb) * sc.ld), grow(sc.p16, size_t(rb) * sc.ld);
+  if (backward) {
+    grow(sc.vt, sc.kt.size()), grow(sc.kp, sc.vp.size()), grow(sc.doa, sc.qa.size()), grow(sc.dp, sc.p.size());
+    grow(sc.ds16, sc.p16.size()), grow(sc.qp, pair_packed_size(rb, s.hd)), grow(sc.dop, sc.qp.size());
+    grow(sc.pi, size_t(rb + 1) / 2 * sc.ld), grow(sc.dsi, sc.pi.size());
+  }
+  return sc;
+}
+
+template <class F>
+void for_each_group_bf16(const AttnShape& s, bool backward, F&& f) {
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < s.B; ++b)
+    for (int g = 0; g < s.Hk; ++g) f(b, g, bf16_scratch(s, backward));
+}
+
+void forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
+  const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
+  const float scale = 1.f / std::sqrt(float(hd));
+  for_each_group_bf16(s, false, [&](int b, int g, Bf16Scratch& sc) {
+    const int ld = sc.ld;
+    const PairPanels kt = pack_pairs(sc.kt.data(), k + s.kv_offset(b, g, s.ldk), hd, s.Tk, 1, s.ldk);
+    const PairPanels vp = pack_pairs(sc.vp.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv, 1);
+    float* S = sc.p.data();
+    for (int j = g * G; j < (g + 1) * G; ++j) {
+      const float* qb = q + size_t(b) * s.Tq * s.ldq + size_t(j) * hd;
+      float* ob = out + size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
+      float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+      for (int t0 = 0; t0 < s.Tq; t0 += rb) {
+        const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
+        const int nk2 = (nk + 1) & ~1;  // P zero up to an even count: the last pair's partner
+        const uint32_t* qa = round_rows(sc.qa.data(), hd / 2, qb + size_t(t0) * s.ldq, s.ldq, rows, hd);
+        product_pairs(rows, round_lanes<Bf16Tile>(nk), hd, scale, qa, hd / 2, 1, kt, S, ld, false, Causal::Cols,
+                      base);
+        for (int i = 0; i < rows; ++i) {
+          float* row = S + size_t(i) * ld;
+          const int seen = seen_keys(s, t0 + i);
+          lse_j[t0 + i] = row_softmax(row, seen);
+          std::fill(row + seen, row + nk2, 0.f);
+        }
+        const uint32_t* pa = round_rows(sc.p16.data(), ld / 2, S, ld, rows, nk2);
+        product_pairs(rows, hd, nk, 1.f, pa, ld / 2, 1, vp, ob + size_t(t0) * s.ldo, s.ldo, false, Causal::KeysTo,
+                      base);
+      }
+    }
+  });
+}
+
+void backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                   const float* q, const float* k, const float* v, const AttnShape& s) {
+  const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
+  const float scale = 1.f / std::sqrt(float(hd));
+  for_each_group_bf16(s, true, [&](int b, int g, Bf16Scratch& sc) {
+    const int ld = sc.ld;
+    const float* kb = k + s.kv_offset(b, g, s.ldk);
+    const float* vb = v + s.kv_offset(b, g, s.ldv);
+    const PairPanels kt = pack_pairs(sc.kt.data(), kb, hd, s.Tk, 1, s.ldk);
+    const PairPanels vt = pack_pairs(sc.vt.data(), vb, hd, s.Tk, 1, s.ldv);
+    const PairPanels kp = pack_pairs(sc.kp.data(), kb, s.Tk, hd, s.ldk, 1);
+    float* dkb = dk + s.kv_offset(b, g, s.ldk);
+    float* dvb = dv + s.kv_offset(b, g, s.ldv);
+    float *P = sc.p.data(), *dS = sc.dp.data();
+    for (int j = g * G; j < (g + 1) * G; ++j) {
+      const size_t qoff = size_t(b) * s.Tq * s.ldq + size_t(j) * hd, ooff = size_t(b) * s.Tq * s.ldo + size_t(j) * hd;
+      const float* lse_j = lse + (size_t(b) * s.Hq + j) * s.Tq;
+      for (int t0 = 0; t0 < s.Tq; t0 += rb) {
+        const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
+        const int nk2 = (nk + 1) & ~1, nkr = round_lanes<Bf16Tile>(nk);
+        const float* qr = q + qoff + size_t(t0) * s.ldq;
+        const float* gr = dout + ooff + size_t(t0) * s.ldo;
+        const uint32_t* qa = round_rows(sc.qa.data(), hd / 2, qr, s.ldq, rows, hd);
+        const uint32_t* doa = round_rows(sc.doa.data(), hd / 2, gr, s.ldo, rows, hd);
+        // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
+        product_pairs(rows, nkr, hd, scale, qa, hd / 2, 1, kt, P, ld, false, Causal::Cols, base);
+        product_pairs(rows, nkr, hd, 1.f, doa, hd / 2, 1, vt, dS, ld, false, Causal::Cols, base);
+        float D[kAttnRowBlockLong];
+        attention_rowdots(D, out + ooff + size_t(t0) * s.ldo, gr, rows, hd, s.ldo);
+        for (int i = 0; i < rows; ++i) {
+          const int seen = seen_keys(s, t0 + i);
+          float* pr = P + size_t(i) * ld;
+          float* dr = dS + size_t(i) * ld;
+          row_exp_scale(pr, pr, seen, lse_j[t0 + i], 1.f);
+          const float Dt = D[i];
+#pragma omp simd
+          for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+          std::fill(pr + seen, pr + nk2, 0.f);
+          std::fill(dr + seen, dr + nk2, 0.f);
+        }
+        // P and dS in bf16 by rows (P V, dS K) and interleaved by query pairs (P^T dO, dS^T Q).
+        const uint32_t* ds16 = round_rows(sc.ds16.data(), ld / 2, dS, ld, rows, nk2);
+        const uint32_t* pi = interleave_rows(sc.pi.data(), ld, P, ld, rows, nk);
+        const uint32_t* dsi = interleave_rows(sc.dsi.data(), ld, dS, ld, rows, nk);
+        const PairPanels dop = pack_pairs(sc.dop.data(), gr, rows, hd, s.ldo, 1);
+        const PairPanels qp = pack_pairs(sc.qp.data(), qr, rows, hd, s.ldq, 1);
+        // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q (keys < nk only)
+        product_pairs(nk, hd, rows, 1.f, pi, 1, ld, dop, dvb, s.ldv, true, Causal::QueriesFrom, base);
+        product_pairs(rows, hd, nk, scale, ds16, ld / 2, 1, kp, dq + qoff + size_t(t0) * s.ldq, s.ldq, true,
+                      Causal::KeysTo, base);
+        product_pairs(nk, hd, rows, scale, dsi, 1, ld, qp, dkb, s.ldk, true, Causal::QueriesFrom, base);
+      }
+    }
+  });
+}
+
 bool avx512_tiles_on(const AttnShape& s) { return cpu_features().avx512f && s.hd % Avx512Tile::kLanes == 0; }
 
 }  // namespace
@@ -239,6 +433,22 @@ const char* attention_tiles_name(const AttnShape& s) {
 }
 
 void attention_tiles_force(KernelTier k) { g_cap.store(int(k), std::memory_order_relaxed); }
+
+bool attention_bf16_tiles_on(const AttnShape& s) {
+  return KernelTier(g_cap.load(std::memory_order_relaxed)) == KernelTier::Auto && gemm_bf16_avx512_usable() &&
+         gemm_resolve(GemmPrecision::BF16) == GemmEngine::Avx512 && s.hd % Bf16Tile::kLanes == 0;
+}
+
+void attention_forward_bf16_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
+                                  const AttnShape& s) {
+  forward_bf16(out, lse, q, k, v, s);
+}
+
+void attention_backward_bf16_tiles(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                   const float* lse, const float* q, const float* k, const float* v,
+                                   const AttnShape& s) {
+  backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, s);
+}
 
 void attention_forward_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
                              const AttnShape& s) {

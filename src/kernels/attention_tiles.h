@@ -26,6 +26,17 @@ const char* attention_tiles_name(const AttnShape& s);
 inline bool attention_tiles_on(const AttnShape& s) { return attention_tiles_name(s) != nullptr; }
 void attention_tiles_force(KernelTier k);
 
+// bf16 training (attention_bf16.h) on the AVX512-BF16 form of the 8 x 32 tile: where the bf16
+// products run on the AVX512-BF16 kernel (not AMX), hd % 16 == 0, and no cap is set (Auto).
+// The same plan in pairs of the inner dimension; operands rounded to bf16 as they are packed,
+// P and dS also interleaved by query pairs for P^T dO and dS^T Q.
+bool attention_bf16_tiles_on(const AttnShape& s);
+void attention_forward_bf16_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
+                                  const AttnShape& s);
+void attention_backward_bf16_tiles(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                   const float* lse, const float* q, const float* k, const float* v,
+                                   const AttnShape& s);
+
 void attention_forward_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
                              const AttnShape& s);
 // Accumulates into dq, dk, dv.

@@ -8,6 +8,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace zaya {
 
 struct Avx512Tile {
@@ -33,6 +35,48 @@ struct Avx512Tile {
         const __m512 x = _mm512_set1_ps(a[i * ai]);
         c[i][0] = _mm512_fmadd_ps(x, b0, c[i][0]);
         if constexpr (NV == 2) c[i][1] = _mm512_fmadd_ps(x, b1, c[i][1]);
+      }
+    }
+    const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) {
+        float* cp = C + i * ldc + 16 * v;
+        __m512 r = _mm512_mul_ps(c[i][v], al);
+        if (acc) r = _mm512_add_ps(r, _mm512_loadu_ps(cp));
+        _mm512_storeu_ps(cp, r);
+      }
+  }
+};
+
+// The bf16 form (AVX512-BF16): 32-bit lanes hold bf16 pairs (k, k + 1), low half k, and
+// VDPBF16PS takes the place of the FMA, two products per lane; sums stay fp32. A's pair (i, q)
+// is the 32-bit unit at A[i ai + q aq], B's pair row q the 32 units at B + 32 q.
+struct Avx512Bf16Tile {
+  static constexpr int kRows = 8, kLanes = 16, kPanel = 32;
+  static constexpr const char* kName = "AVX512-BF16 8x32 tiles";
+
+  // C[MR x 16 NV] (+)= alpha * sum over pairs q in [q0, q1) of a(i, q) . B[q, :].
+  template <int MR, int NV>
+  __attribute__((target("avx512f,avx512bf16"))) static void tile(const uint32_t* A, long ai, long aq,
+                                                                 const uint32_t* B, int q0, int q1, float alpha,
+                                                                 float* C, long ldc, bool acc) {
+    __m512 c[MR][NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) c[i][v] = _mm512_setzero_ps();
+    for (int q = q0; q < q1; ++q) {
+      const uint32_t* b = B + kPanel * q;
+      const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+      const __m512bh b1 = NV == 2 ? (__m512bh)_mm512_loadu_si512(b + 16) : b0;
+      const uint32_t* a = A + q * aq;
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(int(a[i * ai]));
+        c[i][0] = _mm512_dpbf16_ps(c[i][0], x, b0);
+        if constexpr (NV == 2) c[i][1] = _mm512_dpbf16_ps(c[i][1], x, b1);
       }
     }
     const __m512 al = _mm512_set1_ps(alpha);
