@@ -153,6 +153,28 @@ void for_each_group(const AttnShape& s, bool backward, F&& f) {
 
 int seen_keys(const AttnShape& s, int t) { return std::min(s.Tk - 1, s.q_pos0 + t) + 1; }
 
+// Backward's middle step for a block's rows (P and dS rows ld apart, holding the scores and
+// dP): P = exp(scores - lse), dS = P * (dP - rowdot(dO, O)) (o, dout: the block's O and dO
+// rows, ldo apart). Past a row's keys both stay unread by the tiles of their own rows, but the
+// tiles of P^T dO and dS^T Q span several keys (the bf16 pairs one more): zeros there up to
+// zero_to, never what the panels left.
+void probs_and_dscores(float* P, float* dS, int ld, const AttnShape& s, int t0, int rows, const float* lse_j,
+                       const float* o, const float* dout, int zero_to) {
+  float D[kAttnRowBlockLong];
+  attention_rowdots(D, o, dout, rows, s.hd, s.ldo);
+  for (int i = 0; i < rows; ++i) {
+    const int seen = seen_keys(s, t0 + i);
+    float* pr = P + size_t(i) * ld;
+    float* dr = dS + size_t(i) * ld;
+    row_exp_scale(pr, pr, seen, lse_j[t0 + i], 1.f);
+    const float Dt = D[i];
+#pragma omp simd
+    for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
+    std::fill(pr + seen, pr + zero_to, 0.f);
+    std::fill(dr + seen, dr + zero_to, 0.f);
+  }
+}
+
 template <class Tile>
 void forward(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
   constexpr int W = Tile::kPanel;
@@ -209,21 +231,7 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* o
         // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
         product<Tile>(rows, nkr, hd, scale, qr, s.ldq, 1, kt, P, ld, false, Causal::Cols, base);
         product<Tile>(rows, nkr, hd, 1.f, gr, s.ldo, 1, vt, dS, ld, false, Causal::Cols, base);
-        float D[kAttnRowBlockLong];  // rowdot(dO, O)
-        attention_rowdots(D, out + ooff + size_t(t0) * s.ldo, gr, rows, hd, s.ldo);
-        for (int i = 0; i < rows; ++i) {
-          const int seen = seen_keys(s, t0 + i);
-          float* pr = P + size_t(i) * ld;
-          float* dr = dS + size_t(i) * ld;
-          row_exp_scale(pr, pr, seen, lse_j[t0 + i], 1.f);
-          const float Dt = D[i];
-#pragma omp simd
-          for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
-          // Past a row's keys both stay unread by the tiles of their own rows, but the tiles
-          // of P^T dO and dS^T Q span several keys: zeros there, never what the panels left.
-          std::fill(pr + seen, pr + nk, 0.f);
-          std::fill(dr + seen, dr + nk, 0.f);
-        }
+        probs_and_dscores(P, dS, ld, s, t0, rows, lse_j, out + ooff + size_t(t0) * s.ldo, gr, nk);
         // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q (keys < nk only)
         const Panels dop = pack<W>(sc.dop.data(), gr, rows, hd, s.ldo), qp = pack<W>(sc.qp.data(), qr, rows, hd, s.ldq);
         product<Tile>(nk, hd, rows, 1.f, P, 1, ld, dop, dvb, s.ldv, true, Causal::QueriesFrom, base);
@@ -391,19 +399,7 @@ void backward_bf16(float* dq, float* dk, float* dv, const float* dout, const flo
         // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
         product_pairs(rows, nkr, hd, scale, qa, hd / 2, 1, kt, P, ld, false, Causal::Cols, base);
         product_pairs(rows, nkr, hd, 1.f, doa, hd / 2, 1, vt, dS, ld, false, Causal::Cols, base);
-        float D[kAttnRowBlockLong];
-        attention_rowdots(D, out + ooff + size_t(t0) * s.ldo, gr, rows, hd, s.ldo);
-        for (int i = 0; i < rows; ++i) {
-          const int seen = seen_keys(s, t0 + i);
-          float* pr = P + size_t(i) * ld;
-          float* dr = dS + size_t(i) * ld;
-          row_exp_scale(pr, pr, seen, lse_j[t0 + i], 1.f);
-          const float Dt = D[i];
-#pragma omp simd
-          for (int u = 0; u < seen; ++u) dr[u] = pr[u] * (dr[u] - Dt);
-          std::fill(pr + seen, pr + nk2, 0.f);
-          std::fill(dr + seen, dr + nk2, 0.f);
-        }
+        probs_and_dscores(P, dS, ld, s, t0, rows, lse_j, out + ooff + size_t(t0) * s.ldo, gr, nk2);
         // P and dS in bf16 by rows (P V, dS K) and interleaved by query pairs (P^T dO, dS^T Q).
         const uint32_t* ds16 = round_rows(sc.ds16.data(), ld / 2, dS, ld, rows, nk2);
         const uint32_t* pi = interleave_rows(sc.pi.data(), ld, P, ld, rows, nk);

@@ -12,6 +12,29 @@
 
 namespace zaya {
 
+// What both 16-lane tiles share: their accumulators zeroed, and C[i, 16 v ..] (+)= alpha c[i][v].
+template <int MR, int NV>
+__attribute__((target("avx512f"), always_inline)) inline void tile_zero(__m512 (&c)[MR][NV]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) c[i][v] = _mm512_setzero_ps();
+}
+template <int MR, int NV>
+__attribute__((target("avx512f"), always_inline)) inline void tile_store(const __m512 (&c)[MR][NV], float alpha,
+                                                                         float* C, long ldc, bool acc) {
+  const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      float* cp = C + i * ldc + 16 * v;
+      __m512 r = _mm512_mul_ps(c[i][v], al);
+      if (acc) r = _mm512_add_ps(r, _mm512_loadu_ps(cp));
+      _mm512_storeu_ps(cp, r);
+    }
+}
+
 struct Avx512Tile {
   static constexpr int kRows = 8, kLanes = 16, kPanel = 32;
   static constexpr const char* kName = "AVX-512 8x32 tiles";
@@ -21,10 +44,7 @@ struct Avx512Tile {
   __attribute__((target("avx512f"))) static void tile(const float* A, long ai, long ap, const float* B, int p0,
                                                       int p1, float alpha, float* C, long ldc, bool acc) {
     __m512 c[MR][NV];
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) c[i][v] = _mm512_setzero_ps();
+    tile_zero<MR, NV>(c);
     for (int p = p0; p < p1; ++p) {
       const float* b = B + kPanel * p;
       const __m512 b0 = _mm512_loadu_ps(b);
@@ -37,16 +57,7 @@ struct Avx512Tile {
         if constexpr (NV == 2) c[i][1] = _mm512_fmadd_ps(x, b1, c[i][1]);
       }
     }
-    const __m512 al = _mm512_set1_ps(alpha);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) {
-        float* cp = C + i * ldc + 16 * v;
-        __m512 r = _mm512_mul_ps(c[i][v], al);
-        if (acc) r = _mm512_add_ps(r, _mm512_loadu_ps(cp));
-        _mm512_storeu_ps(cp, r);
-      }
+    tile_store<MR, NV>(c, alpha, C, ldc, acc);
   }
 };
 
@@ -63,10 +74,7 @@ struct Avx512Bf16Tile {
                                                                  const uint32_t* B, int q0, int q1, float alpha,
                                                                  float* C, long ldc, bool acc) {
     __m512 c[MR][NV];
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) c[i][v] = _mm512_setzero_ps();
+    tile_zero<MR, NV>(c);
     for (int q = q0; q < q1; ++q) {
       const uint32_t* b = B + kPanel * q;
       const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
@@ -79,16 +87,7 @@ struct Avx512Bf16Tile {
         if constexpr (NV == 2) c[i][1] = _mm512_dpbf16_ps(c[i][1], x, b1);
       }
     }
-    const __m512 al = _mm512_set1_ps(alpha);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) {
-        float* cp = C + i * ldc + 16 * v;
-        __m512 r = _mm512_mul_ps(c[i][v], al);
-        if (acc) r = _mm512_add_ps(r, _mm512_loadu_ps(cp));
-        _mm512_storeu_ps(cp, r);
-      }
+    tile_store<MR, NV>(c, alpha, C, ldc, acc);
   }
 };
 
