@@ -1,5 +1,6 @@
-// Causal attention of training and prefill (attention.h's contract) in fp32 on our own register
-// tiles: 8 x 32 on AVX-512 (kernels/avx512_tile.h), 6 x 16 on AVX2 (kernels/avx2_tile.h). The
+// Causal attention of training and prefill (attention.h's contract) on our own register tiles:
+// fp32 8 x 32 on AVX-512 (kernels/avx512_tile.h), 6 x 16 on AVX2 (kernels/avx2_tile.h), and for
+// bf16 training 8 x 32 on AVX512-BF16 (attention_bf16_tiles_on, below). The
 // per-block products (attention.cpp) pack both operands on every call, and at these sizes
 // (64-row blocks, head dim 64) packing is a large part of the work; here only the B side of each
 // product is packed, into panels of the tile's width (K^T, V^T, K and V once per (batch, KV
