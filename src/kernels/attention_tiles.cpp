@@ -250,6 +250,10 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* o
 using Bf16Tile = Avx512Bf16Tile;
 constexpr int kW16 = Bf16Tile::kPanel;
 
+// The rounding and packing loops below run only where the bf16 tiles do (AVX512-BF16): compiled
+// for AVX-512, the compiler vectorises to_bf16's integer rounding 16 lanes at a time.
+#define ZAYA_PACK16 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
 uint32_t pair_bits(float lo, float hi) { return uint32_t(to_bf16(lo).bits) | uint32_t(to_bf16(hi).bits) << 16; }
 
 // B packed for the bf16 tiles: panels of kW16 columns and `pairs` pair rows, as Panels.
@@ -260,7 +264,7 @@ struct PairPanels {
 };
 // B (K x N, element (p, j) at src[p sp + j sj]) rounded into pair panels: pair row q of panel
 // j0 / W holds (B[2q][j], B[2q + 1][j]); rows past K and columns past N zero.
-PairPanels pack_pairs(uint32_t* dst, const float* src, int K, int N, long sp, long sj) {
+ZAYA_PACK16 PairPanels pack_pairs(uint32_t* dst, const float* src, int K, int N, long sp, long sj) {
   const int Q = (K + 1) / 2;
   for (int j0 = 0; j0 < N; j0 += kW16) {
     uint32_t* d = dst + size_t(j0) * Q;
@@ -277,14 +281,14 @@ PairPanels pack_pairs(uint32_t* dst, const float* src, int K, int N, long sp, lo
 size_t pair_packed_size(int K, int N) { return size_t((K + 1) / 2) * size_t((N + kW16 - 1) / kW16 * kW16); }
 
 // rows x cols (cols even) of fp32 (stride lds) rounded into pairs along the rows: dst[r ldd + c / 2].
-const uint32_t* round_rows(uint32_t* dst, long ldd, const float* src, long lds, int rows, int cols) {
+ZAYA_PACK16 const uint32_t* round_rows(uint32_t* dst, long ldd, const float* src, long lds, int rows, int cols) {
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols / 2; ++c) dst[r * ldd + c] = pair_bits(src[r * lds + 2 * c], src[r * lds + 2 * c + 1]);
   return dst;
 }
 // Rows 2q and 2q + 1 of src (rows x cols, stride lds) interleaved into pairs: dst[q ldd + c].
 // A row past the last reads zeros.
-const uint32_t* interleave_rows(uint32_t* dst, long ldd, const float* src, long lds, int rows, int cols) {
+ZAYA_PACK16 const uint32_t* interleave_rows(uint32_t* dst, long ldd, const float* src, long lds, int rows, int cols) {
   for (int q = 0; q < (rows + 1) / 2; ++q) {
     const float* s0 = src + 2 * q * lds;
     uint32_t* d = dst + q * ldd;
