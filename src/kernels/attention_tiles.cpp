@@ -44,11 +44,14 @@ auto tile_fn(int mr) {
 // B packed for the tiles: panels of W columns and `rows` rows each, contiguous (panel c / W at
 // B + W rows (c / W)), columns past the last zero. Read in place at the strides of a head's
 // rows (512 B to 1 KB apart) a panel's rows fall into a few L1 sets and evict each other.
-struct Panels {
-  const float* B;
+// E: float, or uint32_t for bf16 pairs (rows then count pairs).
+template <class E>
+struct PanelsOf {
+  const E* B;
   int rows;
-  const float* panel(int j0) const { return B + size_t(j0) * rows; }
+  const E* panel(int j0) const { return B + size_t(j0) * rows; }
 };
+using Panels = PanelsOf<float>;
 // B (K x N, element (p, j) at src[p sp + j sj]) into panels of W columns.
 template <int W>
 Panels pack_panels(float* dst, const float* src, int K, int N, long sp, long sj) {
@@ -95,18 +98,20 @@ bool causal_range(Causal cz, int i0, int mr, int j0, int kd, int base, int& p0, 
 
 // C[m x n] (+)= alpha * A B over the part the causal mask leaves (n % Tile::kLanes == 0), with
 // a(i, p) = A[i ai + p ap] and B packed. Panels outside, so that a panel of B stays in L1
-// while the row tiles pass over it.
-template <class Tile>
-void product(int m, int n, int kd, float alpha, const float* A, long ai, long ap, Panels B, float* C, long ldc,
+// while the row tiles pass over it. A tile of bf16 pairs (Tile::kStep 2) sums whole pairs of
+// the inner dimension (kd elements): a pair straddling the mask's edge brings one product the
+// mask zeroes in P or dS (those stay zero up to an even count), or a zero row of B.
+template <class Tile, class E>
+void product(int m, int n, int kd, float alpha, const E* A, long ai, long ap, PanelsOf<E> B, float* C, long ldc,
              bool acc, Causal cz, int base) {
-  constexpr int MR = Tile::kRows, W = Tile::kPanel;
+  constexpr int MR = Tile::kRows, W = Tile::kPanel, S = Tile::kStep;
   for (int j0 = 0; j0 < n; j0 += W)
     for (int i0 = 0; i0 < m; i0 += MR) {
       const int mr = std::min(MR, m - i0);
       int p0, p1;
       if (!causal_range(cz, i0, mr, j0, kd, base, p0, p1)) continue;
       const auto f = n - j0 >= W ? tile_fn<Tile, 2>(mr) : tile_fn<Tile, 1>(mr);
-      f(A + i0 * ai, ai, ap, B.panel(j0), p0, p1, alpha, C + i0 * ldc + j0, ldc, acc);
+      f(A + i0 * ai, ai, ap, B.panel(j0), p0 / S, (p1 + S - 1) / S, alpha, C + i0 * ldc + j0, ldc, acc);
     }
 }
 
@@ -144,11 +149,12 @@ Scratch& thread_scratch(const AttnShape& s, bool backward) {
 
 // f(b, g, scratch) for every (batch, KV head) pair, split over the threads, each with its own
 // scratch: a pair's G query heads share its packed K and V, and accumulate dK/dV race-free.
-template <class Tile, class F>
-void for_each_group(const AttnShape& s, bool backward, F&& f) {
+// scratch(s, backward): this thread's buffers (thread_scratch<Tile>, bf16_scratch).
+template <class Scr, class F>
+void for_each_group(const AttnShape& s, bool backward, Scr& (*scratch)(const AttnShape&, bool), F&& f) {
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < s.B; ++b)
-    for (int g = 0; g < s.Hk; ++g) f(b, g, thread_scratch<Tile>(s, backward));
+    for (int g = 0; g < s.Hk; ++g) f(b, g, scratch(s, backward));
 }
 
 int seen_keys(const AttnShape& s, int t) { return std::min(s.Tk - 1, s.q_pos0 + t) + 1; }
@@ -180,7 +186,7 @@ void forward(float* out, float* lse, const float* q, const float* k, const float
   constexpr int W = Tile::kPanel;
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
-  for_each_group<Tile>(s, false, [&](int b, int g, Scratch& sc) {
+  for_each_group(s, false, &thread_scratch<Tile>, [&](int b, int g, Scratch& sc) {
     const int ld = sc.ld;
     const Panels kt = pack_t<W>(sc.kt.data(), k + s.kv_offset(b, g, s.ldk), s.Tk, hd, s.ldk);
     const Panels vp = pack<W>(sc.vp.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv);
@@ -211,7 +217,7 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* o
   constexpr int W = Tile::kPanel;
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
-  for_each_group<Tile>(s, true, [&](int b, int g, Scratch& sc) {
+  for_each_group(s, true, &thread_scratch<Tile>, [&](int b, int g, Scratch& sc) {
     const int ld = sc.ld;
     const float* kb = k + s.kv_offset(b, g, s.ldk);
     const float* vb = v + s.kv_offset(b, g, s.ldv);
@@ -256,12 +262,7 @@ constexpr int kW16 = Bf16Tile::kPanel;
 
 uint32_t pair_bits(float lo, float hi) { return uint32_t(to_bf16(lo).bits) | uint32_t(to_bf16(hi).bits) << 16; }
 
-// B packed for the bf16 tiles: panels of kW16 columns and `pairs` pair rows, as Panels.
-struct PairPanels {
-  const uint32_t* B;
-  int pairs;
-  const uint32_t* panel(int j0) const { return B + size_t(j0) * pairs; }
-};
+using PairPanels = PanelsOf<uint32_t>;  // panels of kW16 columns, rows of bf16 pairs
 // B (K x N, element (p, j) at src[p sp + j sj]) rounded into pair panels: pair row q of panel
 // j0 / W holds (B[2q][j], B[2q + 1][j]); rows past K and columns past N zero.
 ZAYA_PACK16 PairPanels pack_pairs(uint32_t* dst, const float* src, int K, int N, long sp, long sj) {
@@ -300,22 +301,6 @@ ZAYA_PACK16 const uint32_t* interleave_rows(uint32_t* dst, long ldd, const float
   return dst;
 }
 
-// C[m x n] (+)= alpha * A B over the part the causal mask leaves, in pairs of the inner
-// dimension (kd elements): a pair straddling the mask's edge brings one product the mask
-// zeroes in P or dS (those stay zero up to an even count), or a zero row of B.
-void product_pairs(int m, int n, int kd, float alpha, const uint32_t* A, long ai, long aq, PairPanels B, float* C,
-                   long ldc, bool acc, Causal cz, int base) {
-  constexpr int MR = Bf16Tile::kRows;
-  for (int j0 = 0; j0 < n; j0 += kW16)
-    for (int i0 = 0; i0 < m; i0 += MR) {
-      const int mr = std::min(MR, m - i0);
-      int p0, p1;
-      if (!causal_range(cz, i0, mr, j0, kd, base, p0, p1)) continue;
-      const auto f = n - j0 >= kW16 ? tile_fn<Bf16Tile, 2>(mr) : tile_fn<Bf16Tile, 1>(mr);
-      f(A + i0 * ai, ai, aq, B.panel(j0), p0 / 2, (p1 + 1) / 2, alpha, C + i0 * ldc + j0, ldc, acc);
-    }
-}
-
 // Per-thread buffers of the bf16 tiles, kept between calls. ld: Tk rounded up to 8, plus 16.
 struct Bf16Scratch {
   std::vector<uint32_t> kt, vt, kp, vp, qp, dop, pi, dsi, qa, doa, p16, ds16;
@@ -337,17 +322,13 @@ Bf16Scratch& bf16_scratch(const AttnShape& s, bool backward) {
   return sc;
 }
 
-template <class F>
-void for_each_group_bf16(const AttnShape& s, bool backward, F&& f) {
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int b = 0; b < s.B; ++b)
-    for (int g = 0; g < s.Hk; ++g) f(b, g, bf16_scratch(s, backward));
-}
+}  // namespace
 
-void forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
+void attention_forward_bf16_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
+                                  const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
-  for_each_group_bf16(s, false, [&](int b, int g, Bf16Scratch& sc) {
+  for_each_group(s, false, &bf16_scratch, [&](int b, int g, Bf16Scratch& sc) {
     const int ld = sc.ld;
     const PairPanels kt = pack_pairs(sc.kt.data(), k + s.kv_offset(b, g, s.ldk), hd, s.Tk, 1, s.ldk);
     const PairPanels vp = pack_pairs(sc.vp.data(), v + s.kv_offset(b, g, s.ldv), s.Tk, hd, s.ldv, 1);
@@ -360,7 +341,7 @@ void forward_bf16(float* out, float* lse, const float* q, const float* k, const 
         const int rows = std::min(rb, s.Tq - t0), nk = attn_block_keys(s, t0, rows), base = s.q_pos0 + t0;
         const int nk2 = (nk + 1) & ~1;  // P zero up to an even count: the last pair's partner
         const uint32_t* qa = round_rows(sc.qa.data(), hd / 2, qb + size_t(t0) * s.ldq, s.ldq, rows, hd);
-        product_pairs(rows, round_lanes<Bf16Tile>(nk), hd, scale, qa, hd / 2, 1, kt, S, ld, false, Causal::Cols,
+        product<Bf16Tile>(rows, round_lanes<Bf16Tile>(nk), hd, scale, qa, hd / 2, 1, kt, S, ld, false, Causal::Cols,
                       base);
         for (int i = 0; i < rows; ++i) {
           float* row = S + size_t(i) * ld;
@@ -369,18 +350,19 @@ void forward_bf16(float* out, float* lse, const float* q, const float* k, const 
           std::fill(row + seen, row + nk2, 0.f);
         }
         const uint32_t* pa = round_rows(sc.p16.data(), ld / 2, S, ld, rows, nk2);
-        product_pairs(rows, hd, nk, 1.f, pa, ld / 2, 1, vp, ob + size_t(t0) * s.ldo, s.ldo, false, Causal::KeysTo,
+        product<Bf16Tile>(rows, hd, nk, 1.f, pa, ld / 2, 1, vp, ob + size_t(t0) * s.ldo, s.ldo, false, Causal::KeysTo,
                       base);
       }
     }
   });
 }
 
-void backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
-                   const float* q, const float* k, const float* v, const AttnShape& s) {
+void attention_backward_bf16_tiles(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                   const float* lse, const float* q, const float* k, const float* v,
+                                   const AttnShape& s) {
   const int G = s.Hq / s.Hk, hd = s.hd, rb = attn_row_block(s);
   const float scale = 1.f / std::sqrt(float(hd));
-  for_each_group_bf16(s, true, [&](int b, int g, Bf16Scratch& sc) {
+  for_each_group(s, true, &bf16_scratch, [&](int b, int g, Bf16Scratch& sc) {
     const int ld = sc.ld;
     const float* kb = k + s.kv_offset(b, g, s.ldk);
     const float* vb = v + s.kv_offset(b, g, s.ldv);
@@ -401,8 +383,8 @@ void backward_bf16(float* dq, float* dk, float* dv, const float* dout, const flo
         const uint32_t* qa = round_rows(sc.qa.data(), hd / 2, qr, s.ldq, rows, hd);
         const uint32_t* doa = round_rows(sc.doa.data(), hd / 2, gr, s.ldo, rows, hd);
         // P again from the saved lse; dP = dO V^T; dS = P * (dP - rowdot(dO, O)).
-        product_pairs(rows, nkr, hd, scale, qa, hd / 2, 1, kt, P, ld, false, Causal::Cols, base);
-        product_pairs(rows, nkr, hd, 1.f, doa, hd / 2, 1, vt, dS, ld, false, Causal::Cols, base);
+        product<Bf16Tile>(rows, nkr, hd, scale, qa, hd / 2, 1, kt, P, ld, false, Causal::Cols, base);
+        product<Bf16Tile>(rows, nkr, hd, 1.f, doa, hd / 2, 1, vt, dS, ld, false, Causal::Cols, base);
         probs_and_dscores(P, dS, ld, s, t0, rows, lse_j, out + ooff + size_t(t0) * s.ldo, gr, nk2);
         // P and dS in bf16 by rows (P V, dS K) and interleaved by query pairs (P^T dO, dS^T Q).
         const uint32_t* ds16 = round_rows(sc.ds16.data(), ld / 2, dS, ld, rows, nk2);
@@ -411,14 +393,16 @@ void backward_bf16(float* dq, float* dk, float* dv, const float* dout, const flo
         const PairPanels dop = pack_pairs(sc.dop.data(), gr, rows, hd, s.ldo, 1);
         const PairPanels qp = pack_pairs(sc.qp.data(), qr, rows, hd, s.ldq, 1);
         // dV += P^T dO;  dQ += scale dS K;  dK += scale dS^T Q (keys < nk only)
-        product_pairs(nk, hd, rows, 1.f, pi, 1, ld, dop, dvb, s.ldv, true, Causal::QueriesFrom, base);
-        product_pairs(rows, hd, nk, scale, ds16, ld / 2, 1, kp, dq + qoff + size_t(t0) * s.ldq, s.ldq, true,
+        product<Bf16Tile>(nk, hd, rows, 1.f, pi, 1, ld, dop, dvb, s.ldv, true, Causal::QueriesFrom, base);
+        product<Bf16Tile>(rows, hd, nk, scale, ds16, ld / 2, 1, kp, dq + qoff + size_t(t0) * s.ldq, s.ldq, true,
                       Causal::KeysTo, base);
-        product_pairs(nk, hd, rows, scale, dsi, 1, ld, qp, dkb, s.ldk, true, Causal::QueriesFrom, base);
+        product<Bf16Tile>(nk, hd, rows, scale, dsi, 1, ld, qp, dkb, s.ldk, true, Causal::QueriesFrom, base);
       }
     }
   });
 }
+
+namespace {
 
 bool avx512_tiles_on(const AttnShape& s) { return cpu_features().avx512f && s.hd % Avx512Tile::kLanes == 0; }
 
@@ -439,16 +423,6 @@ bool attention_bf16_tiles_on(const AttnShape& s) {
          gemm_resolve(GemmPrecision::BF16) == GemmEngine::Avx512 && s.hd % Bf16Tile::kLanes == 0;
 }
 
-void attention_forward_bf16_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
-                                  const AttnShape& s) {
-  forward_bf16(out, lse, q, k, v, s);
-}
-
-void attention_backward_bf16_tiles(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                                   const float* lse, const float* q, const float* k, const float* v,
-                                   const AttnShape& s) {
-  backward_bf16(dq, dk, dv, dout, out, lse, q, k, v, s);
-}
 
 void attention_forward_tiles(float* out, float* lse, const float* q, const float* k, const float* v,
                              const AttnShape& s) {

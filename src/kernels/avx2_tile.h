@@ -8,7 +8,7 @@
 namespace zaya {
 
 struct Avx2Tile {
-  static constexpr int kRows = 6, kLanes = 8, kPanel = 16;
+  static constexpr int kRows = 6, kLanes = 8, kPanel = 16, kStep = 1;
   static constexpr const char* kName = "AVX2 6x16 tiles";
 
   // C[MR x 8 NV] (+)= alpha * sum over p in [p0, p1) of a(i, p) B[p, :], a(i, p) = A[i ai + p ap].

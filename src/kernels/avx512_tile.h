@@ -36,7 +36,7 @@ __attribute__((target("avx512f"), always_inline)) inline void tile_store(const _
 }
 
 struct Avx512Tile {
-  static constexpr int kRows = 8, kLanes = 16, kPanel = 32;
+  static constexpr int kRows = 8, kLanes = 16, kPanel = 32, kStep = 1;
   static constexpr const char* kName = "AVX-512 8x32 tiles";
 
   // C[MR x 16 NV] (+)= alpha * sum over p in [p0, p1) of a(i, p) B[p, :], a(i, p) = A[i ai + p ap].
@@ -65,7 +65,7 @@ struct Avx512Tile {
 // VDPBF16PS takes the place of the FMA, two products per lane; sums stay fp32. A's pair (i, q)
 // is the 32-bit unit at A[i ai + q aq], B's pair row q the 32 units at B + 32 q.
 struct Avx512Bf16Tile {
-  static constexpr int kRows = 8, kLanes = 16, kPanel = 32;
+  static constexpr int kRows = 8, kLanes = 16, kPanel = 32, kStep = 2;  // kStep: inner elements per A unit
   static constexpr const char* kName = "AVX512-BF16 8x32 tiles";
 
   // C[MR x 16 NV] (+)= alpha * sum over pairs q in [q0, q1) of a(i, q) . B[q, :].
