@@ -121,9 +121,11 @@ void check(const Case& c, int a_offset = 0) {
 TEST(GemmF32, InPlacePackedPassesTailsAndSplitsAgreeWithTheReference) {
   if (!gemm_f32_usable()) GTEST_SKIP() << "no AVX-512";
   // {M, N, K, extra leading dim of A}: tails of every block size; K over two passes; A's
-  // rows 4 KB apart (packed); a wide product (columns split); one element.
+  // rows 4 KB apart (packed); a wide product (columns split); one element; 14 panels, whose
+  // K blocks shorten for A stored [k][i] (432, 432, 136).
   for (auto [M, N, K, extra] : {std::tuple{37, 70, 100, 0}, std::tuple{24, 64, 1100, 0}, std::tuple{13, 300, 33, 0},
-                                std::tuple{50, 33, 200, 1100}, std::tuple{1, 1, 1, 0}, std::tuple{130, 9, 128, 3}})
+                                std::tuple{50, 33, 200, 1100}, std::tuple{1, 1, 1, 0}, std::tuple{130, 9, 128, 3},
+                                std::tuple{30, 420, 1000, 0}})
     for (Trans ta : {Trans::N, Trans::T})
       for (Trans tb : {Trans::N, Trans::T})
         for (auto [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{0.5f, 1.f}, std::pair{-1.f, 0.25f}}) {
@@ -137,11 +139,12 @@ TEST(GemmBf16Avx512, InPlacePackedOddKPassesTailsAndSplitsAgreeWithTheReference)
   if (!gemm_bf16_avx512_usable()) GTEST_SKIP() << "no AVX512-BF16";
   // {M, N, K, extra leading dim of A, A's offset}: tails; A in place (even K and lda); K over
   // two passes (1100: 550 pairs); odd K (13 x 300 x 33, K = 1); A's rows 2.6 KB apart; odd lda
-  // (131) and A off 4-byte alignment, both splitting pairs (packed); one element.
+  // (131) and A off 4-byte alignment, both splitting pairs (packed); one element; 14 panels
+  // over 501 pairs, in K blocks of 432 and 69 pairs for A stored [k][i].
   for (auto [M, N, K, extra, off] :
        {std::tuple{37, 70, 100, 0, 0}, std::tuple{20, 40, 64, 2, 0}, std::tuple{24, 64, 1100, 0, 0},
         std::tuple{13, 300, 33, 0, 0}, std::tuple{50, 33, 200, 1100, 0}, std::tuple{130, 9, 128, 3, 0},
-        std::tuple{29, 45, 96, 0, 1}, std::tuple{1, 1, 1, 0, 0}})
+        std::tuple{29, 45, 96, 0, 1}, std::tuple{1, 1, 1, 0, 0}, std::tuple{30, 420, 1001, 0, 0}})
     for (Trans ta : {Trans::N, Trans::T})
       for (Trans tb : {Trans::N, Trans::T})
         for (auto [alpha, beta] : {std::pair{1.f, 0.f}, std::pair{0.5f, 1.f}, std::pair{-1.f, 0.25f}}) {

@@ -42,12 +42,12 @@ void gemm_bf16_avx512(Trans ta, Trans tb, int M, int N, int K, float alpha, cons
 
 // Whether the default engine gives this product to the kernels: all but the largest with A
 // transposed. With C of 4M elements or more or K beyond 4096 and A transposed (the LM head's
-// weight gradient dE = dlogits^T X, 8192 x 512 x 2048 at zaya1-small), OpenBLAS measured 1.05x
-// these kernels in fp32 and oneDNN 1.18x in bf16; the LM head's forward (2048 x 8192 x 512, B
-// transposed) and dX (2048 x 512 x 8192) ran 1.06x and 1.06x OpenBLAS in fp32, 1.15x and 1.05x
-// oneDNN in bf16 here (`zaya bench gemm`, AMD Zen 5, 2 threads, K blocks packed as they are
-// used). Below that size these kernels measured 1.0-1.5x OpenBLAS and 0.9-1.1x oneDNN at 2
-// threads (zaya1-small's projections, experts, router).
+// weight gradient dE = dlogits^T X, 8192 x 512 x 2048 at zaya1-small), OpenBLAS measured
+// 1.04-1.05x these kernels in fp32, and oneDNN 0.97-0.98x them in bf16 (a wash: it stays with
+// oneDNN); the LM head's forward (2048 x 8192 x 512, B transposed) and dX (2048 x 512 x 8192)
+// ran 0.99x and 1.01x OpenBLAS in fp32, 1.08x and 1.06x oneDNN in bf16 (`zaya bench gemm`,
+// AMD Zen 5, 2 threads). Below that size these kernels measured 1.0-1.5x OpenBLAS and 0.9-1.1x
+// oneDNN at 2 threads (zaya1-small's projections, experts, router).
 bool gemm_avx512_suits(Trans ta, int M, int N, int K);
 
 }  // namespace zaya
