@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <atomic>
 
 #include "core/error.h"
 #include "kernels/avx512_transpose.h"
@@ -68,6 +69,7 @@ struct Job {
   float alpha, beta;
   float* C;
   long ldc;
+  std::atomic<int>* next = nullptr;  // per K block: the next unit of rows x panels to take
   const float* af() const { return static_cast<const float*>(A); }
   const float* bf32() const { return static_cast<const float*>(B); }
   const bf16* ah() const { return static_cast<const bf16*>(A); }
@@ -345,28 +347,45 @@ ZAYA_AVX512 void run_share(const Job& j, int t, int nt) {
 #pragma omp barrier
     }
     const float beta = k0 == 0 ? j.beta : 1.f;  // later K blocks add into C
-    for (int c0 = np0; c0 < np1; c0 += chunk) {
-      const int c1 = std::min(np1, c0 + chunk);
-      for (int g0 = mb0; g0 < mb1; g0 += kAGroup) {
-        const int g1 = std::min(mb1, g0 + kAGroup);
-        if (packed) {
-          const int rows = std::min(j.M, g1 * kMR) - g0 * kMR;
-          j.bf ? pack_a_bf16(j, g0 * kMR, rows, k0, kc, apack.data()) : pack_a_f32(j, g0 * kMR, rows, k0, kc, apack.data());
-        }
-        for (int mb = g0; mb < g1; ++mb) {
-          const int i0 = mb * kMR, rows = std::min(kMR, j.M - i0);
-          const lane32* a = packed ? apack.data() + size_t(mb - g0) * kc * kMR
-                                   : static_cast<const lane32*>(j.A) + size_t(i0) * lda_lanes + k0;
-          const long lda = packed ? kMR : lda_lanes;
-          for (int p = c0; p < c1; ++p) {
-            const int cols = std::min(kNR, j.N - p * kNR);
-            fns[rows - 1](a, lda, j.bp + (size_t(p) * j.K + k0) * kNR, kc,
-                          j.C + size_t(i0) * j.ldc + size_t(p) * kNR, j.ldc, cols_mask(cols), cols_mask(cols - 16),
-                          j.alpha, beta);
-          }
+    // Rows [g0, g1) of blocks against panels [c0, c1).
+    auto compute = [&](int c0, int c1, int g0, int g1) {
+      if (packed) {
+        const int rows = std::min(j.M, g1 * kMR) - g0 * kMR;
+        j.bf ? pack_a_bf16(j, g0 * kMR, rows, k0, kc, apack.data()) : pack_a_f32(j, g0 * kMR, rows, k0, kc, apack.data());
+      }
+      for (int mb = g0; mb < g1; ++mb) {
+        const int i0 = mb * kMR, rows = std::min(kMR, j.M - i0);
+        const lane32* a = packed ? apack.data() + size_t(mb - g0) * kc * kMR
+                                 : static_cast<const lane32*>(j.A) + size_t(i0) * lda_lanes + k0;
+        const long lda = packed ? kMR : lda_lanes;
+        for (int p = c0; p < c1; ++p) {
+          const int cols = std::min(kNR, j.N - p * kNR);
+          fns[rows - 1](a, lda, j.bp + (size_t(p) * j.K + k0) * kNR, kc,
+                        j.C + size_t(i0) * j.ldc + size_t(p) * kNR, j.ldc, cols_mask(cols), cols_mask(cols - 16),
+                        j.alpha, beta);
         }
       }
+    };
+    // Rows split: the threads take units (a column chunk x a group of row blocks) from a
+    // counter as they come free, not halves fixed in advance. A VM's two vCPUs run at
+    // different speeds (here one ~10% slower), and fixed halves left the faster waiting at the
+    // end of every product (Zen 5, 2 threads, fixed -> taken: nt 2048 x 1536 x 512 0.331 ->
+    // 0.367-0.381 TFLOP/s, nn 2048 x 512 x 2048 0.306-0.310 -> 0.317-0.331, nt 3072^3
+    // 0.286-0.321 -> 0.319-0.344). No sum changes order: a unit's C blocks add one K block,
+    // and the next K block starts after the barrier that follows its packing. (Columns split
+    // stays fixed: each thread packs only its own panels, and sharing them all cost the
+    // few-row products 18-35%.)
+    if (nt > 1 && !split_n) {
+      const int ngroups = ceil_div(j.MB, kAGroup), units = ceil_div(j.NP, chunk) * ngroups;
+      std::atomic<int>& next = j.next[k0 / KC];
+      for (int u = next.fetch_add(1, std::memory_order_relaxed); u < units; u = next.fetch_add(1, std::memory_order_relaxed)) {
+        const int c0 = (u / ngroups) * chunk, g0 = (u % ngroups) * kAGroup;
+        compute(c0, std::min(j.NP, c0 + chunk), g0, std::min(j.MB, g0 + kAGroup));
+      }
+      continue;
     }
+    for (int c0 = np0; c0 < np1; c0 += chunk)
+      for (int g0 = mb0; g0 < mb1; g0 += kAGroup) compute(c0, std::min(np1, c0 + chunk), g0, std::min(mb1, g0 + kAGroup));
   }
 }
 
@@ -382,6 +401,8 @@ void run(Job& j, bool serial) {
   int nth = serial || omp_in_parallel() ? 1 : omp_get_max_threads();
   nth = std::max(1, std::min(nth, std::max(j.MB, j.NP)));
   if (nth == 1) return run_share(j, 0, 1);
+  std::vector<std::atomic<int>> next(size_t(ceil_div(j.K, kKC / 2)));  // a counter per K block (k_block >= kKC / 2)
+  j.next = next.data();
 #pragma omp parallel num_threads(nth)
   run_share(j, omp_get_thread_num(), omp_get_num_threads());
 }
