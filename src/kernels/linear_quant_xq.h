@@ -1,6 +1,7 @@
 // Internal to the decode kernels over quantized weights (linear_quant.cpp, the
-// AVX-512 VNNI and portable kernels; linear_quant_avx2.cpp, the AVX2 kernels):
-// x as the integer kernels read it, and the AVX2 entry points.
+// dispatch and the portable loop; linear_quant_avx512.cpp and linear_quant_avx2.cpp,
+// the AVX-512 VNNI and AVX2 kernels): x as the integer kernels read it, and the
+// kernels' entry points.
 #pragma once
 #include <immintrin.h>
 
@@ -55,7 +56,7 @@ struct XQ {
 // high nibbles of u[8-11] with their top 2 bits in the top 2 bits of u[0-3] |
 // u[4-7]. (The 16-byte load reads 4 bytes of the levels after them.) The
 // AVX2 kernel's; the AVX-512 one runs the same steps on four rows at once
-// (q4k_scales_mins_rows in linear_quant.cpp).
+// (q4k_scales_mins_rows in linear_quant_avx512.cpp).
 __attribute__((target("avx2"))) inline __m128i q4k_scales_mins_u8(const uint8_t *scales) {
   const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i *>(scales));
   // a: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part
@@ -78,5 +79,10 @@ void quantize_blocks_avx2(const float *x, int K, int B, int8_t *q, float *d, flo
 // offset of 8 taken off in float). Types q8_0, q4_0, q4_k, q6_k; x as
 // prepare(..., XLayout::Avx2) leaves it.
 void kern_avx2(QType t, int MR, int NR, const uint8_t *const *wr, const XQ &xq, int m0, float *out);
+
+// The same in AVX-512 VNNI (linear_quant_avx512.cpp), x as prepare(..., XLayout::Native)
+// leaves it; a CPU with avx512f/bw/vl/dq and avx512_vnni. NR == kStreams reads x row 0
+// (m0 = 0), as decode calls it.
+void kern_avx512(QType t, int MR, int NR, const uint8_t *const *wr, const XQ &xq, int m0, float *out);
 
 }  // namespace zaya::qkern

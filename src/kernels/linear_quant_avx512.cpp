@@ -1,0 +1,465 @@
+// The decode kernels over quantized weights in AVX-512 VNNI (with BW, VL, DQ, F16C, FMA): the
+// kernels linear_quant.cpp runs where the CPU has them (AMD Zen 4 and 5, Intel Ice Lake and
+// later). Integer products: vpdpbusd (q8_0, q4_0: unsigned or sign-moved levels against x's
+// int8 levels), and for the k-quants vpmaddubsw then vpdpwssd by the block scales, so that a
+// super-block is integer sums up to one float scale. Decode (one x row) runs kStreams W rows
+// side by side; the results are the same integer sums per block as the portable loop's.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/linear_quant_xq.h"
+
+// GCC 12 warns about its own _mm512_undefined_* inside the intrinsics headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace zaya::qkern {
+
+using quant::BlockQ4_0;
+using quant::BlockQ4_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_0;
+
+namespace {
+
+#define ZQ_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c,fma")))
+// Bytes of software prefetch ahead of the weight read (hardware prefetch stops at pages). On the
+// 2-core Zen 5 VM (bench_quant_kernels, 2 threads, 2 MB pages, 5 rounds alternating 1, 2 and
+// 4 KB): medians q4_k 63.7 / 63.0 / 54.9 GB/s, q6_k 56.6 / 57.2 / 57.2, q8_0 59.4 / 60.7 / 53.9.
+constexpr int kPrefetch = 2048;
+
+ZQ_TARGET inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+ZQ_TARGET inline __m512 pair_ps(float a, float b) {
+  return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+ZQ_TARGET inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+ZQ_TARGET inline __m256i nibbles16(const uint8_t* qs) {  // 16 bytes -> 32 levels 0..15 in order
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// Signed w (levels) times signed x: vpdpbusd multiplies unsigned by signed, so |w| times x
+// with w's sign moved onto x.
+ZQ_TARGET inline __m512i sdot(__m512i aw, __mmask64 neg, __m512i xv) {
+  const __m512i sx = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
+}
+
+// The 64 levels of two consecutive 32-blocks of one row (and a pair with only its first
+// block: the upper half zero, the x load masked to the row).
+template <int MR, class Load>
+ZQ_TARGET void pairs_signed(const uint8_t* wr, int nb, int bbytes, const XQ& xq, int m0, float* out, Load load) {
+  __m512 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int p = 0; p < (nb + 1) / 2; ++p) {
+    const bool two = 2 * p + 1 < nb;
+    const uint8_t* b0 = wr + size_t(2 * p) * bbytes;
+    _mm_prefetch(reinterpret_cast<const char*>(b0) + kPrefetch, _MM_HINT_T0);
+    float d0, d1;
+    const __m512i w = load(b0, two ? b0 + bbytes : nullptr, &d0, &d1);
+    const __m512 dw = pair_ps(d0, d1);
+    const __m512i aw = _mm512_abs_epi8(w);
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* xr = xq.qrow(m0 + i) + 64 * p;
+      const __m512i xv = two ? _mm512_loadu_si512(xr) : _mm512_maskz_loadu_epi8(0xffffffffull, xr);
+      const __m512 f = _mm512_mul_ps(dw, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 16 * p));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sdot(aw, neg, xv)), f, acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+struct LoadQ4_0 {
+  ZQ_TARGET __m512i operator()(const uint8_t* a, const uint8_t* b, float* d0, float* d1) const {
+    const BlockQ4_0* x = reinterpret_cast<const BlockQ4_0*>(a);
+    const BlockQ4_0* y = reinterpret_cast<const BlockQ4_0*>(b);
+    *d0 = h2f(x->d);
+    *d1 = y ? h2f(y->d) : 0.f;
+    const __m512i u = y ? join(nibbles16(x->qs), nibbles16(y->qs)) : _mm512_zextsi256_si512(nibbles16(x->qs));
+    return _mm512_sub_epi8(u, _mm512_set1_epi8(8));  // a lone block's upper half: -8 against x = 0
+  }
+};
+
+ZQ_TARGET inline float hsum128(__m128 h) {
+  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+ZQ_TARGET inline float hsum256(__m256 v) {
+  return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
+// The lane sums of N vectors, four at a time: a 4 x 4 transpose by unpacks and shuffles within
+// each 128-bit lane, then the four lanes added (12 instructions for four, where one
+// _mm512_reduce_add_ps each took 32: an epilogue per four rows of 2048 weights is ~3% of
+// a call). Every vector's sum is ((v0 + v2) + (v1 + v3)) per 128-bit lane, then (lane 0 +
+// lane 2) + (lane 1 + lane 3), wherever it stands: a row's value does not depend on which
+// rows it was reduced with (team cuts move rows between groups; their results must not move).
+template <int N>
+ZQ_TARGET inline void reduce_lanes(const __m512* v, float* out) {
+  for (int g = 0; g < N; g += 4) {
+    const __m512 z = _mm512_setzero_ps();
+    const __m512 a = v[g], b = g + 1 < N ? v[g + 1] : z, c = g + 2 < N ? v[g + 2] : z, d = g + 3 < N ? v[g + 3] : z;
+    const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // a02 b02 a13 b13
+    const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xEE));  // a b c d
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));  // L0+L2 | L1+L3
+    alignas(16) float o[4];
+    _mm_store_ps(o, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (int j = g; j < N && j < g + 4; ++j) out[j] = o[j - g];
+  }
+}
+// Prefetches [p + kPrefetch, p + kPrefetch + bytes) at most 64 bytes apart.
+template <int Bytes>
+ZQ_TARGET inline void prefetch_block(const uint8_t* p) {
+  for (int o = 0; o < Bytes; o += 60) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch + o, _MM_HINT_T0);
+}
+
+// The kernels take NR W rows (wr[r]) against MR x rows (from m0) and write out[r * MR + i].
+// Every loop over r and i is unrolled, so that the accumulator arrays live in registers.
+// Decode (one x row) runs NR = kStreams rows at once, one from each stream (rows_range), a
+// block group of each in turn, so that the memory system sees NR sequential reads in flight
+// (as the bf16 decode kernel does; reading rows one after another left q4_k and q6_k at ~0.7
+// of bf16's bytes per second); more x rows run one W row at a time (NR = 1).
+
+// q8_0, eight blocks at a time. The levels go in as w + 128 (unsigned: a flip of the sign bit),
+// so each product carries 128 x too: that is taken off once per block as 128 d_w d_x sum(x).
+// The eight fp16 scales are collected by scalar loads (a gather is slow on these CPUs).
+template <int MR, int NR>
+ZQ_TARGET void kern_q8_0(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+  const int nb = xq.nb;
+  __m512 acc[NR][MR][2];
+  __m256 cacc[NR][MR];
+  float ctail[NR][MR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i)
+      acc[r][i][0] = acc[r][i][1] = _mm512_setzero_ps(), cacc[r][i] = _mm256_setzero_ps(), ctail[r][i] = 0;
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  const __m512i pidx[4] = {_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+                           _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
+                           _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
+  int b = 0;
+  for (; b + 8 <= nb; b += 8)
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* p = wr[r] + size_t(b) * 34;
+      prefetch_block<272>(p);
+      uint64_t h[2];
+      for (int k = 0; k < 2; ++k) {
+        uint16_t v[4];
+        for (int j = 0; j < 4; ++j) std::memcpy(&v[j], p + 34 * (4 * k + j), 2);
+        h[k] = uint64_t(v[0]) | uint64_t(v[1]) << 16 | uint64_t(v[2]) << 32 | uint64_t(v[3]) << 48;
+      }
+      const __m256 dw8 = _mm256_cvtph_ps(_mm_set_epi64x(int64_t(h[1]), int64_t(h[0])));
+      __m512 f8[MR];  // d_w d_x per block
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        cacc[r][i] = _mm256_fmadd_ps(dw8, _mm256_loadu_ps(xq.dsumrow(m0 + i) + b), cacc[r][i]);
+        f8[i] = _mm512_castps256_ps512(_mm256_mul_ps(dw8, _mm256_loadu_ps(xq.drow(m0 + i) + b)));
+      }
+      for (int k = 0; k < 4; ++k) {
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 2));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 68 * k + 36));
+        const __m512i w = _mm512_xor_si512(join(lo, hi), flip);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) {
+          const __m512i si =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xq.qrow(m0 + i) + 32 * b + 64 * k));
+          acc[r][i][k & 1] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), _mm512_permutexvar_ps(pidx[k], f8[i]), acc[r][i][k & 1]);
+        }
+      }
+    }
+  for (; b < nb; b += 2)  // the last < 8 blocks, a pair at a time (a lone last block: x masked)
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const bool two = b + 1 < nb;
+      const BlockQ8_0* x0 = reinterpret_cast<const BlockQ8_0*>(wr[r] + size_t(b) * 34);
+      const float d0 = h2f(x0->d), d1 = two ? h2f(x0[1].d) : 0.f;
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0->qs));
+      const __m512i w = _mm512_xor_si512(
+          two ? join(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0[1].qs))) : _mm512_zextsi256_si512(lo),
+          flip);
+      const __m512 dwp = pair_ps(d0, d1);
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xr = xq.qrow(m0 + i) + 32 * b;
+        const __m512i xv = two ? _mm512_loadu_si512(xr) : _mm512_maskz_loadu_epi8(0xffffffffull, xr);
+        const __m512 f = _mm512_mul_ps(dwp, _mm512_loadu_ps(xq.dpairrow(m0 + i) + 8 * b));
+        acc[r][i][0] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv)), f, acc[r][i][0]);
+        ctail[r][i] += d0 * xq.dsumrow(m0 + i)[b] + (two ? d1 * xq.dsumrow(m0 + i)[b + 1] : 0.f);
+      }
+    }
+  __m512 sum[NR * MR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) sum[r * MR + i] = _mm512_add_ps(acc[r][i][0], acc[r][i][1]);
+  reduce_lanes<NR * MR>(sum, out);
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) out[r * MR + i] -= 128.f * (hsum256(cacc[r][i]) + ctail[r][i]);
+}
+
+template <int MR, int NR>
+ZQ_TARGET void kern_q4_0(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) pairs_signed<MR>(wr[r], xq.nb, 18, xq, m0, out + r * MR, LoadQ4_0{});
+}
+
+// 256 x levels against a super-block's four vectors of unsigned weight levels (64 each): vpmaddubsw
+// sums pairs of products into 16 bits (|.| <= 2 * 63 * 127, no saturation), vpdpwssd multiplies
+// those by the scale of each 16-bit lane's block (scl) and adds pairs into 32 bits. So a
+// super-block is integer sums up to one float scale, as llama.cpp's k-quant dot products are.
+ZQ_TARGET inline __m512i dot_256_scaled(const __m512i* w, const __m512i* scl, const int8_t* xr) {
+  __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int v = 0; v < 4; ++v)
+    s[v & 1] = _mm512_dpwssd_epi32(s[v & 1], _mm512_maddubs_epi16(w[v], _mm512_loadu_si512(xr + 64 * v)), scl[v]);
+  return _mm512_add_epi32(s[0], s[1]);
+}
+
+// vpshufb controls that spread byte scales to the 16-bit lanes of their blocks: in 128-bit lane
+// L, byte pick[L] of the same lane with a zero above it, eight times. Built at compile time: a
+// kernel call covers only a few rows, and building them per call cost ~10 instructions per 256
+// weights.
+struct alignas(64) ScaleControl {
+  uint8_t b[64];
+};
+constexpr ScaleControl scale_control_u8(int p0, int p1, int p2, int p3) {
+  ScaleControl c{};
+  const int pick[4] = {p0, p1, p2, p3};
+  for (int L = 0; L < 4; ++L)
+    for (int e = 0; e < 8; ++e) {
+      c.b[16 * L + 2 * e] = uint8_t(pick[L]);
+      c.b[16 * L + 2 * e + 1] = 0x80;
+    }
+  return c;
+}
+// q4_k: the blocks of w[v]'s 16-bit lanes (128-bit lanes 0-1 | 2-3) are 0|2, 1|3, 4|6, 5|7.
+constexpr ScaleControl kQ4kControl[4] = {scale_control_u8(0, 0, 2, 2), scale_control_u8(1, 1, 3, 3),
+                                         scale_control_u8(4, 4, 6, 6), scale_control_u8(5, 5, 7, 7)};
+// q6_k: w[v] holds levels 64v..64v+63, 16 per scale: its 128-bit lane L takes scale 4v + L,
+// picked by vpermw from the 16 scales as 16-bit words (kQ6kWords[v]: the word index per lane).
+struct alignas(64) WordControl {
+  uint16_t w[32];
+};
+constexpr WordControl q6k_words(int v) {
+  WordControl c{};
+  for (int L = 0; L < 4; ++L)
+    for (int e = 0; e < 8; ++e) c.w[8 * L + e] = uint16_t(4 * v + L);
+  return c;
+}
+constexpr WordControl kQ6kWords[4] = {q6k_words(0), q6k_words(1), q6k_words(2), q6k_words(3)};
+ZQ_TARGET inline __m512i load_control(const ScaleControl& c) { return _mm512_load_si512(c.b); }
+ZQ_TARGET inline __m512i load_control(const WordControl& c) { return _mm512_load_si512(c.w); }
+
+ZQ_TARGET inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+ZQ_TARGET inline __m512i lanes(__m128i v) { return _mm512_broadcast_i32x4(v); }
+// vpermd / vpermps indices for the kernels that hold row r in 128-bit lane r: every lane
+// takes lane r (lane_idx), or every element takes element e (elem_idx). Built once per call
+// (r is not an immediate before the row loops unroll).
+ZQ_TARGET inline __m512i lane_idx(int r) {
+  return _mm512_add_epi32(_mm512_set1_epi32(4 * r), _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0));
+}
+ZQ_TARGET inline __m512i elem_idx(int e) { return _mm512_set1_epi32(e); }
+
+// q4k_scales_mins_u8 (linear_quant_xq.h) for one super-block of each of NR <= 4 rows: row r's
+// bytes sc0-7 mn0-7 in 128-bit lane r. Every step of it stays within a 128-bit lane, so one
+// pass serves the four streams of a decode call; per row it was a third of the kernel's
+// instructions.
+template <int NR>
+ZQ_TARGET inline __m512i q4k_scales_mins_rows(const BlockQ4_K* const* b) {
+  __m512i u = _mm512_zextsi128_si512(load128(b[0]->scales));
+  if constexpr (NR > 1) u = _mm512_inserti32x4(u, load128(b[1]->scales), 1);
+  if constexpr (NR > 2) u = _mm512_inserti32x4(u, load128(b[2]->scales), 2);
+  if constexpr (NR > 3) u = _mm512_inserti32x4(u, load128(b[3]->scales), 3);
+  static_assert(NR >= 1 && NR <= 4);
+  const __m512i a = _mm512_shuffle_epi8(u, lanes(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
+  const __m512i bits = _mm512_shuffle_epi8(u, lanes(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)));
+  // (a >> 0|0|0|4 per 32 bits) & 6|4|6|4 bits, | the top two bits moved to bits 4-5
+  return _mm512_or_si512(
+      _mm512_and_si512(_mm512_srlv_epi32(a, lanes(_mm_setr_epi32(0, 0, 0, 4))),
+                       lanes(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f))),
+      _mm512_and_si512(_mm512_srli_epi16(bits, 2), _mm512_set1_epi8(0x30)));
+}
+
+// q4_k: per super-block two 64-byte loads of nibbles, low (& 0x0F) and high (>> 4) against
+// x laid out in the same block order (XQ::qk). What is per row but not per weight runs for
+// the NR rows at once, row r in 128-bit lane r: the 6-bit scales and mins unpacked
+// (q4k_scales_mins_rows), d and dmin, and the mins' term. Per super-block and x row:
+// sum_j sc_j (w_j . x_j) in int32 lanes times d dx (sc_j spread per row from its lane), and
+// sum_j mn_j sum(x_j) (vpmaddwd of each lane's mins against x's sums per 32) times dmin dx.
+// (In a 1-thread pass over 0.6 MB of weights on Zen 5 the shared steps and the two sum
+// chains of dot_256_scaled took the loop from 4.36 to about 3.9 ns per 256 weights.)
+template <int MR, int NR>
+ZQ_TARGET void kern_q4_k(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+  static_assert(NR >= 1 && NR <= 4);
+  __m512 acc[NR][MR], macc[MR];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    macc[i] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) acc[r][i] = _mm512_setzero_ps();
+  }
+  const __m512i lo4 = _mm512_set1_epi8(0x0F);
+  const __m512i ctl[4] = {load_control(kQ4kControl[0]), load_control(kQ4kControl[1]), load_control(kQ4kControl[2]),
+                          load_control(kQ4kControl[3])};
+  const __m512i mctl = lanes(_mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
+  // f = (d, dmin) * dx of each row r: its d (element 2r) as a whole vector, its dmin
+  // (element 2r + 1) in its own lane
+  const __m512i sc_idx[4] = {lane_idx(0), lane_idx(1), lane_idx(2), lane_idx(3)};
+  const __m512i d_idx[4] = {elem_idx(0), elem_idx(2), elem_idx(4), elem_idx(6)};
+  const __m512i dmin_idx = _mm512_set_epi32(7, 7, 7, 7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1);
+  // The scales of super-block s + 1 are unpacked while s is summed: their chain of shuffles
+  // is long, and the vector scheduler does not reach that far ahead by itself.
+  auto unpack = [&](int s, __m256* dm, __m512i* scmn) ZQ_TARGET {
+    const BlockQ4_K* bs[NR];
+    int dd[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      bs[r] = reinterpret_cast<const BlockQ4_K*>(wr[r]) + s;
+      std::memcpy(&dd[r], bs[r], 4);
+    }
+    *dm = _mm256_cvtph_ps(_mm_setr_epi32(dd[0], dd[1], dd[2], dd[3]));  // d, dmin of row 0, 1, ...
+    *scmn = q4k_scales_mins_rows<NR>(bs);
+  };
+  __m256 dm_next;
+  __m512i scmn_next;
+  unpack(0, &dm_next, &scmn_next);
+  for (int s = 0; s < xq.ns; ++s) {
+    const __m256 dm = dm_next;
+    const __m512i scmn = scmn_next;
+    unpack(std::min(s + 1, xq.ns - 1), &dm_next, &scmn_next);  // (the last one again: no branch)
+    const BlockQ4_K* bs[NR];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) bs[r] = reinterpret_cast<const BlockQ4_K*>(wr[r]) + s;
+    const __m512i mn = _mm512_shuffle_epi8(scmn, mctl);  // each lane's mins as 16-bit
+    __m512 f[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      f[i] = _mm512_castps256_ps512(_mm256_mul_ps(dm, _mm256_set1_ps(xq.drow(m0 + i)[s])));
+      const __m512i msum = _mm512_madd_epi16(mn, lanes(load128(xq.bs32row(m0 + i) + 8 * s)));
+      macc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_permutexvar_ps(dmin_idx, f[i]), macc[i]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ4_K* b = bs[r];
+      prefetch_block<144>(reinterpret_cast<const uint8_t*>(b));
+      const __m512i sc = _mm512_permutexvar_epi32(sc_idx[r], scmn);  // row r's lane in every lane
+      const __m512i v0 = _mm512_loadu_si512(b->qs), v1 = _mm512_loadu_si512(b->qs + 64);
+      const __m512i w[4] = {_mm512_and_si512(v0, lo4), _mm512_and_si512(_mm512_srli_epi16(v0, 4), lo4),
+                            _mm512_and_si512(v1, lo4), _mm512_and_si512(_mm512_srli_epi16(v1, 4), lo4)};
+      const __m512i scl[4] = {_mm512_shuffle_epi8(sc, ctl[0]), _mm512_shuffle_epi8(sc, ctl[1]),
+                              _mm512_shuffle_epi8(sc, ctl[2]), _mm512_shuffle_epi8(sc, ctl[3])};
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const __m512i isum = dot_256_scaled(w, scl, xq.qkrow(m0 + i) + 256 * s);
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_permutexvar_ps(d_idx[r], f[i]), acc[r][i]);
+      }
+    }
+  }
+  reduce_lanes<NR * MR>(&acc[0][0], out);
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {  // each 128-bit lane's sum, (m0 + m2) + (m1 + m3), in its element 0
+    __m512 m = _mm512_add_ps(macc[i], _mm512_permute_ps(macc[i], 0x4E));
+    m = _mm512_add_ps(m, _mm512_permute_ps(m, 0xB1));
+    alignas(64) float ms[16];
+    _mm512_store_ps(ms, m);
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) out[r * MR + i] -= ms[4 * r];
+  }
+}
+
+// q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the offset of 32 is
+// taken off in the integers, as 32 sum_g sc_g sum(x_g) (vpmaddwd of the scales against x's
+// sums per 16). A 64-byte load of ql holds 128 levels' low (& 0x0F) and high (>> 4) nibbles;
+// the 32 bytes of qh, broadcast to both halves, shifted right by 0 | 2 and masked (t), hold
+// the two bits of the low nibbles' levels at bits 0-1 and of the high nibbles' at bits 4-5:
+// one ternary-logic merge each ((ql & 0x0F) | (t << 4 & 0xF0), (ql >> 4 & 0x0F) | (t & 0xF0)).
+// Scales: one vpmovsxbw, then a vpermw per vector of levels. (Zen 5, 1 thread, from L2:
+// 6.97 -> 6.4-6.6 ns per 256 weights; 2 threads from memory, 32-38 -> 45 GB/s.)
+template <int MR, int NR>
+ZQ_TARGET void kern_q6_k(const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+  __m512 acc[NR][MR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[r][i] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33);
+  const __m512i shr = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+  const __m512i pw[4] = {load_control(kQ6kWords[0]), load_control(kQ6kWords[1]), load_control(kQ6kWords[2]),
+                         load_control(kQ6kWords[3])};
+  const __m512i d_idx[4] = {elem_idx(0), elem_idx(1), elem_idx(2), elem_idx(3)};
+  for (int s = 0; s < xq.ns; ++s) {
+    // d of the NR rows, times dx of each x row (one conversion for the rows)
+    uint16_t dh[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) std::memcpy(&dh[r], &(reinterpret_cast<const BlockQ6_K*>(wr[r]) + s)->d, 2);
+    const __m128 d4 = _mm_cvtph_ps(_mm_setr_epi16(short(dh[0]), short(dh[1]), short(dh[2]), short(dh[3]), 0, 0, 0, 0));
+    __m512 f[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) f[i] = _mm512_castps128_ps512(_mm_mul_ps(d4, _mm_set1_ps(xq.drow(m0 + i)[s])));
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(wr[r]) + s;
+      prefetch_block<210>(reinterpret_cast<const uint8_t*>(b));
+      // the 16 scales as 16-bit (sc16), spread by one vpermw per vector of levels
+      const __m256i sc16 = _mm256_cvtepi8_epi16(load128(b->scales));
+      const __m512i sc = _mm512_castsi256_si512(sc16);
+      const __m512i scl[4] = {_mm512_permutexvar_epi16(pw[0], sc), _mm512_permutexvar_epi16(pw[1], sc),
+                              _mm512_permutexvar_epi16(pw[2], sc), _mm512_permutexvar_epi16(pw[3], sc)};
+      __m512i w[4];
+      for (int n = 0; n < 2; ++n) {
+        const __m512i ql = _mm512_loadu_si512(b->ql + 64 * n);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * n)));
+        // t: the lower half's fields 0 and 2, the upper half's 1 and 3, at bits 0-1 and 4-5
+        const __m512i t = _mm512_and_si512(_mm512_srlv_epi64(qh, shr), m33);
+        w[2 * n] = _mm512_ternarylogic_epi64(ql, _mm512_slli_epi16(t, 4), m4, 0xE4);  // (A & C) | (B & ~C)
+        w[2 * n + 1] = _mm512_ternarylogic_epi64(_mm512_srli_epi16(ql, 4), t, m4, 0xE4);
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const __m512i isum = dot_256_scaled(w, scl, xq.qrow(m0 + i) + 256 * s);
+        const __m256i osum =
+            _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.bs16row(m0 + i) + 16 * s)));
+        const __m512i tot = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(osum, 5)));
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_permutexvar_ps(d_idx[r], f[i]), acc[r][i]);
+      }
+    }
+  }
+  reduce_lanes<NR * MR>(&acc[0][0], out);
+}
+
+template <int MR, int NR>
+void kern(QType t, const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+  switch (t) {
+    case QType::Q8_0: return kern_q8_0<MR, NR>(wr, xq, m0, out);
+    case QType::Q4_0: return kern_q4_0<MR, NR>(wr, xq, m0, out);
+    case QType::Q4_K: return kern_q4_k<MR, NR>(wr, xq, m0, out);
+    case QType::Q6_K: return kern_q6_k<MR, NR>(wr, xq, m0, out);
+    default: return;
+  }
+}
+
+}  // namespace
+
+void kern_avx512(QType t, int MR, int NR, const uint8_t* const* wr, const XQ& xq, int m0, float* out) {
+  // Decode: x row 0 alone (as a constant, m0 frees a register in the loops: q6_k took 6.9
+  // against 6.6 ns per 256 weights with it passed through).
+  if (NR == kStreams) return kern<1, kStreams>(t, wr, xq, 0, out);
+  switch (MR) {
+    case 4: return kern<4, 1>(t, wr, xq, m0, out);
+    case 3: return kern<3, 1>(t, wr, xq, m0, out);
+    case 2: return kern<2, 1>(t, wr, xq, m0, out);
+    default: return kern<1, 1>(t, wr, xq, m0, out);
+  }
+}
+
+}  // namespace zaya::qkern
