@@ -100,7 +100,8 @@ TEST(QuantModel, MixFallbacksAndValues) {
   EXPECT_EQ(type_of("model.layers.0.self_attn.o_proj.weight"), WeightDType::Q4_0);
   EXPECT_EQ(type_of("model.layers.1.zaya_block.experts.local_experts.2.linear_fc2.weight"), WeightDType::Q4_K);
   EXPECT_EQ(type_of("model.layers.1.zaya_block.router.router_mlp.0.weight"), WeightDType::BF16);
-  EXPECT_EQ(type_of("model.layers.1.zaya_block.router.down_proj.weight"), WeightDType::BF16);
+  EXPECT_EQ(type_of("model.layers.1.zaya_block.router.router_mlp.4.weight"), WeightDType::BF16);
+  EXPECT_EQ(type_of("model.layers.1.zaya_block.router.down_proj.weight"), WeightDType::Q4_K);
   EXPECT_EQ(type_of("model.layers.0.self_attn.qkv.conv_qk.1.weight"), WeightDType::BF16);
   EXPECT_EQ(type_of("model.layers.0.input_norm.weight"), WeightDType::BF16);
   EXPECT_EQ(type_of("model.layers.1.zaya_block.router.balancing_biases"), WeightDType::F32);

@@ -4,7 +4,8 @@
 // and the tokenizer files themselves.
 //
 // The mix: every matrix in the chosen type, except the small tensors, kept bf16 (norms,
-// residual scales and biases, the whole router, conv weights; the balancing biases f32) and
+// residual scales and biases, the router but its down-projection, conv weights; the
+// balancing biases f32) and
 // the tied embedding / LM head, q8_0 in a q8_0 file and q6_k in q4_k and q4_0 files.
 // A row that does not fit the type's block falls back as llama.cpp does (q4_k -> q4_0,
 // q6_k -> q8_0, then bf16); the file lists every fallback (zaya.quantize.fallbacks).
