@@ -3,6 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <thread>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -40,22 +43,129 @@ static bool bf16_only() {
   return false;
 }
 
-// Runs f(e, row) for this process's experts with rows, `row` the first of expert e's rows:
-// side by side where the products allow it (gemm_side_by_side_of), largest first so that the
-// last expert taken is a small one. Each expert's rows, scratch and weight gradients are its own.
-template <class T, class F>
-static void for_each_expert(const ExpertRange& range, const int64_t* counts, double flops_per_row, F&& f) {
-  std::vector<size_t> row0;
-  std::vector<int> order;
-  size_t rows = 0;
-  for (int e = range.begin; e < range.end; ++e) {
-    row0.push_back(rows);
-    rows += size_t(counts[e]);
-    if (counts[e] > 0) order.push_back(e);
+// Rows [r0, r1) of expert e, whose first row is row0 in the expert-sorted arrays.
+struct ExpertPiece {
+  int e, r0, r1;
+  size_t row0;
+};
+
+// Whether the experts' products run one per thread inside a team (our kernels and OpenBLAS run
+// a product on the calling thread alone there; oneDNN's are serialised, and the gradient
+// checks' doubles run in order).
+template <class T>
+static int expert_team() {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!omp_in_parallel() && gemm_concurrent_ok()) return omp_get_max_threads();
   }
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return counts[a] > counts[b]; });
-  auto run = [&](int i) { f(order[size_t(i)], row0[size_t(order[size_t(i)] - range.begin)]); };
-  gemm_side_by_side_of<T>(int(order.size()), flops_per_row * double(rows), run);
+  return 1;
+}
+
+// The experts' rows, concatenated in expert order, cut into P runs of equal length, one per
+// thread (cuts inside an expert at a multiple of 16 rows). An expert cut in two is run by the
+// threads on either side of the cut, each on its own rows. Rows are independent and our
+// kernels sum each element in one order whatever M is, so the results are those of whole
+// experts.
+static std::vector<std::vector<ExpertPiece>> expert_pieces(const ExpertRange& range, const int64_t* counts, int P) {
+  int64_t total = 0;
+  for (int e = range.begin; e < range.end; ++e) total += counts[e];
+  std::vector<std::vector<ExpertPiece>> plan(static_cast<size_t>(P));
+  int64_t pos = 0;  // first row of expert e among all
+  size_t row0 = 0;
+  int t = 0;
+  for (int e = range.begin; e < range.end; ++e) {
+    const int64_t n = counts[e];
+    for (int64_t r = 0; r < n;) {
+      const int64_t end = t == P - 1 ? n : total * (t + 1) / P - pos;  // thread t's last row + 1, here
+      if (end >= n) {
+        plan[size_t(t)].push_back({e, int(r), int(n), row0});
+        break;
+      }
+      const int64_t c = std::clamp<int64_t>((end + 8) / 16 * 16, r, n);
+      if (c > r) plan[size_t(t)].push_back({e, int(r), int(c), row0});
+      r = c;
+      ++t;
+    }
+    pos += n;
+    row0 += size_t(n);
+  }
+  return plan;
+}
+
+// The rows of the busiest of P threads taking whole experts, largest first, each to the
+// thread with the fewest rows so far (what a dynamic schedule does at equal speeds).
+static int64_t whole_experts_makespan(std::vector<int64_t> n, int P) {
+  std::sort(n.begin(), n.end(), std::greater<>());
+  std::vector<int64_t> load(size_t(P), 0);
+  for (int64_t r : n) *std::min_element(load.begin(), load.end()) += r;
+  return *std::max_element(load.begin(), load.end());
+}
+
+// Runs this process's experts with rows: rows(piece) for the work on a piece's own rows, then
+// grads(piece) for the weight gradients, which sum over all of an expert's rows.
+// - One thread, or products that cannot run one per thread (expert_team): whole expert after
+//   whole expert, each product split over the threads.
+// - Routings that whole experts balance (the busiest thread within 5% of an equal share):
+//   whole experts side by side, largest first, each taken by the next free thread (dynamic:
+//   this also evens out threads of unequal speed, the VM's two vCPUs run up to 10% apart).
+// - Else (an expert holding most of the rows: zaya1-small at 2 threads left one thread idle
+//   for 40% of such a layer) the rows cut into equal runs, one per thread (expert_pieces). A
+//   piece cut out of an expert takes the share of the expert's weight gradients that goes
+//   with its rows (share_of), once every piece of the expert has its rows done: each thread
+//   runs its cut pieces' rows first, its whole experts next and its cut gradients last, so it
+//   rarely waits (a barrier after the cut rows left one idle for the pieces' difference).
+// On the team the region is timed as one GemmRegion of `flops`.
+template <class T, class Rows, class Grads>
+static void run_experts(const ExpertRange& range, const int64_t* counts, double flops, Rows&& rows, Grads&& grads) {
+  const int P = expert_team<T>();
+  std::vector<ExpertPiece> whole;
+  std::vector<int64_t> n;
+  int64_t total = 0;
+  size_t row0 = 0;
+  for (int e = range.begin; e < range.end; ++e) {
+    if (counts[e] > 0) whole.push_back({e, 0, int(counts[e]), row0}), n.push_back(counts[e]);
+    row0 += size_t(counts[e]);
+    total += counts[e];
+  }
+  if (P <= 1) {
+    for (const ExpertPiece& p : whole) rows(p), grads(p);
+    return;
+  }
+  GemmRegion region(flops);
+  if (whole_experts_makespan(n, P) * 100 <= total * 105 / P) {
+    std::stable_sort(whole.begin(), whole.end(), [](const ExpertPiece& a, const ExpertPiece& b) { return a.r1 > b.r1; });
+#pragma omp parallel for num_threads(P) schedule(dynamic, 1)
+    for (size_t i = 0; i < whole.size(); ++i) rows(whole[i]), grads(whole[i]);
+    return;
+  }
+  const auto plan = expert_pieces(range, counts, P);
+  const int E = range.end - range.begin;
+  std::vector<int> pieces(size_t(E), 0);
+  for (const auto& mine : plan)
+    for (const ExpertPiece& p : mine) ++pieces[size_t(p.e - range.begin)];
+  std::unique_ptr<std::atomic<int>[]> done(new std::atomic<int>[size_t(E)]);
+  for (int i = 0; i < E; ++i) done[size_t(i)].store(0);
+  auto cut = [&](const ExpertPiece& p) { return pieces[size_t(p.e - range.begin)] > 1; };
+#pragma omp parallel num_threads(P)
+  {
+    const auto& mine = plan[size_t(omp_get_thread_num())];
+    for (const ExpertPiece& p : mine)
+      if (cut(p)) rows(p), done[size_t(p.e - range.begin)].fetch_add(1, std::memory_order_release);
+    for (const ExpertPiece& p : mine)
+      if (!cut(p)) rows(p), grads(p);
+    for (const ExpertPiece& p : mine)
+      if (cut(p)) {
+        const std::atomic<int>& d = done[size_t(p.e - range.begin)];
+        while (d.load(std::memory_order_acquire) < pieces[size_t(p.e - range.begin)]) std::this_thread::yield();
+        grads(p);
+      }
+  }
+}
+
+// The part of `m` output rows that goes with rows [r0, r1) of n (multiples of 16 inside):
+// the pieces of one expert tile [0, m).
+static std::pair<int, int> share_of(int m, int n, int r0, int r1) {
+  auto at = [&](int r) { return r >= n ? m : int(int64_t(m) * r / n / 16 * 16); };
+  return {at(r0), at(r1)};
 }
 
 template <class T>
@@ -71,24 +181,30 @@ void LocalExperts<T>::forward(int mi, const int64_t* counts, const T* x, T* y, c
     a16_all = {};
     a_all.resize(size_t(rows) * H);
   }
-  for_each_expert<T>(range, counts, 2.0 * (double(F) * D + double(D) * H), [&](int e, size_t row) {
-    const int n = int(counts[e]);
-    T* u = u_SF[mi].data() + row * F;
-    const size_t le = size_t(e - range.begin);
-    gemm(Trans::N, Trans::T, n, F, D, T(1), x + row * D, D, W + o.fc1[le], D, T(0), u, F);
-    if constexpr (std::is_same_v<T, float>) {
-      if (b16) {
-        bf16* a16 = a16_all.data() + row * H;
-        swiglu_forward((T*)nullptr, u, n, F, a16);
-        gemm_bf16(Trans::N, Trans::T, n, D, H, 1.f, {nullptr, a16, H}, {W + o.fc2[le], nullptr, H}, 0.f, y + row * D,
-                  D);
-        return;
-      }
-    }
-    T* a = a_all.data() + row * H;
-    swiglu_forward(a, u, n, F);
-    gemm(Trans::N, Trans::T, n, D, H, T(1), a, H, W + o.fc2[le], H, T(0), y + row * D, D);
-  });
+  int64_t routed = 0;
+  for (int e = range.begin; e < range.end; ++e) routed += counts[e];
+  const double flops = 2.0 * (double(F) * D + double(D) * H) * double(routed);
+  run_experts<T>(
+      range, counts, flops,
+      [&](const ExpertPiece& p) {
+        const int n = p.r1 - p.r0;
+        const size_t row = p.row0 + size_t(p.r0), le = size_t(p.e - range.begin);
+        T* u = u_SF[mi].data() + row * F;
+        gemm(Trans::N, Trans::T, n, F, D, T(1), x + row * D, D, W + o.fc1[le], D, T(0), u, F);
+        if constexpr (std::is_same_v<T, float>) {
+          if (b16) {
+            bf16* a16 = a16_all.data() + row * H;
+            swiglu_forward((T*)nullptr, u, n, F, a16);
+            gemm_bf16(Trans::N, Trans::T, n, D, H, 1.f, {nullptr, a16, H}, {W + o.fc2[le], nullptr, H}, 0.f,
+                      y + row * D, D);
+            return;
+          }
+        }
+        T* a = a_all.data() + row * H;
+        swiglu_forward(a, u, n, F);
+        gemm(Trans::N, Trans::T, n, D, H, T(1), a, H, W + o.fc2[le], H, T(0), y + row * D, D);
+      },
+      [](const ExpertPiece&) {});  // no weight gradients forward
 }
 
 template <class T>
@@ -114,35 +230,60 @@ void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const 
     du16_SF = {};
     du_SF.resize(size_t(rows) * F);
   }
-  // Scratch (da, du) at each expert's own rows: the experts may run side by side.
-  for_each_expert<T>(range, counts, 4.0 * (double(F) * D + double(D) * H), [&](int e, size_t row) {
-    const int n = int(counts[e]);
+  // The weight gradients of expert e over all its n rows: rows [f0, f1) of fc1's, [d0, d1) of
+  // fc2's (a piece of an expert cut over threads takes its share of both).
+  auto weight_grads = [&](int e, size_t row, int n, int f0, int f1, int d0, int d1) {
     const size_t le = size_t(e - range.begin);
-    const T* u = u_SF[mi].data() + row * F;
     const T* dye = dy + row * D;
-    T* da = da_SH.data() + row * H;
-    gemm(Trans::N, Trans::N, n, H, D, T(1), dye, D, W + o.fc2[le], H, T(0), da, H);
     if constexpr (std::is_same_v<T, float>) {
       if (b16) {
         const bf16* a16 = a16_SH[size_t(mi)].data() + row * H;
-        bf16* du16 = du16_SF.data() + row * F;
-        gemm_bf16(Trans::T, Trans::N, D, H, n, 1.f, {dye, nullptr, D}, {nullptr, a16, H}, float(beta), dW + o.fc2[le],
-                  H);
-        swiglu_backward((T*)nullptr, da, u, n, F, du16);
-        gemm_bf16(Trans::T, Trans::N, F, D, n, 1.f, {nullptr, du16, F}, {x + row * D, nullptr, D}, float(beta),
-                  dW + o.fc1[le], D);
-        gemm_bf16(Trans::N, Trans::N, n, D, F, 1.f, {nullptr, du16, F}, {W + o.fc1[le], nullptr, D}, 0.f,
-                  dx + row * D, D);
+        const bf16* du16 = du16_SF.data() + row * F;
+        gemm_bf16(Trans::T, Trans::N, d1 - d0, H, n, 1.f, {dye + d0, nullptr, D}, {nullptr, a16, H}, float(beta),
+                  dW + o.fc2[le] + size_t(d0) * H, H);
+        gemm_bf16(Trans::T, Trans::N, f1 - f0, D, n, 1.f, {nullptr, du16 + f0, F}, {x + row * D, nullptr, D},
+                  float(beta), dW + o.fc1[le] + size_t(f0) * D, D);
         return;
       }
     }
     const T* a = a_SH[mi].data() + row * H;
-    T* du = du_SF.data() + row * F;
-    gemm(Trans::T, Trans::N, D, H, n, T(1), dye, D, a, H, beta, dW + o.fc2[le], H);
-    swiglu_backward(du, da, u, n, F);
-    gemm(Trans::T, Trans::N, F, D, n, T(1), du, F, x + row * D, D, beta, dW + o.fc1[le], D);
-    gemm(Trans::N, Trans::N, n, D, F, T(1), du, F, W + o.fc1[le], D, T(0), dx + row * D, D);
-  });
+    const T* du = du_SF.data() + row * F;
+    gemm(Trans::T, Trans::N, d1 - d0, H, n, T(1), dye + d0, D, a, H, beta, dW + o.fc2[le] + size_t(d0) * H, H);
+    gemm(Trans::T, Trans::N, f1 - f0, D, n, T(1), du + f0, F, x + row * D, D, beta, dW + o.fc1[le] + size_t(f0) * D,
+         D);
+  };
+  int64_t routed = 0;
+  for (int e = range.begin; e < range.end; ++e) routed += counts[e];
+  const double flops = 4.0 * (double(F) * D + double(D) * H) * double(routed);
+  // A piece's rows: da (scratch at the piece's own rows), du, dx; then its share of the
+  // weight gradients (all of them for a whole expert).
+  run_experts<T>(
+      range, counts, flops,
+      [&](const ExpertPiece& p) {
+        const int n = p.r1 - p.r0;
+        const size_t row = p.row0 + size_t(p.r0), le = size_t(p.e - range.begin);
+        const T* u = u_SF[mi].data() + row * F;
+        T* da = da_SH.data() + row * H;
+        gemm(Trans::N, Trans::N, n, H, D, T(1), dy + row * D, D, W + o.fc2[le], H, T(0), da, H);
+        if constexpr (std::is_same_v<T, float>) {
+          if (b16) {
+            bf16* du16 = du16_SF.data() + row * F;
+            swiglu_backward((T*)nullptr, da, u, n, F, du16);
+            gemm_bf16(Trans::N, Trans::N, n, D, F, 1.f, {nullptr, du16, F}, {W + o.fc1[le], nullptr, D}, 0.f,
+                      dx + row * D, D);
+            return;
+          }
+        }
+        T* du = du_SF.data() + row * F;
+        swiglu_backward(du, da, u, n, F);
+        gemm(Trans::N, Trans::N, n, D, F, T(1), du, F, W + o.fc1[le], D, T(0), dx + row * D, D);
+      },
+      [&](const ExpertPiece& p) {
+        const int n = int(counts[p.e]);
+        const auto [f0, f1] = share_of(F, n, p.r0, p.r1);
+        const auto [d0, d1] = share_of(D, n, p.r0, p.r1);
+        weight_grads(p.e, p.row0, n, f0, f1, d0, d1);
+      });
 }
 
 
