@@ -113,9 +113,10 @@ static int64_t whole_experts_makespan(std::vector<int64_t> n, int P) {
 //   with its rows (share_of), once every piece of the expert has its rows done: each thread
 //   runs its cut pieces' rows first, its whole experts next and its cut gradients last, so it
 //   rarely waits (a barrier after the cut rows left one idle for the pieces' difference).
-// On the team the region is timed as one GemmRegion of `flops`.
+// On the team the region is timed as one GemmRegion of `flops_per_row` times the rows.
 template <class T, class Rows, class Grads>
-static void run_experts(const ExpertRange& range, const int64_t* counts, double flops, Rows&& rows, Grads&& grads) {
+static void run_experts(const ExpertRange& range, const int64_t* counts, double flops_per_row, Rows&& rows,
+                        Grads&& grads) {
   const int P = expert_team<T>();
   std::vector<ExpertPiece> whole;
   std::vector<int64_t> n;
@@ -130,7 +131,7 @@ static void run_experts(const ExpertRange& range, const int64_t* counts, double 
     for (const ExpertPiece& p : whole) rows(p), grads(p);
     return;
   }
-  GemmRegion region(flops);
+  GemmRegion region(flops_per_row * double(total));
   if (whole_experts_makespan(n, P) * 100 <= total * 105 / P) {
     std::stable_sort(whole.begin(), whole.end(), [](const ExpertPiece& a, const ExpertPiece& b) { return a.r1 > b.r1; });
 #pragma omp parallel for num_threads(P) schedule(dynamic, 1)
@@ -181,11 +182,8 @@ void LocalExperts<T>::forward(int mi, const int64_t* counts, const T* x, T* y, c
     a16_all = {};
     a_all.resize(size_t(rows) * H);
   }
-  int64_t routed = 0;
-  for (int e = range.begin; e < range.end; ++e) routed += counts[e];
-  const double flops = 2.0 * (double(F) * D + double(D) * H) * double(routed);
   run_experts<T>(
-      range, counts, flops,
+      range, counts, 2.0 * (double(F) * D + double(D) * H),
       [&](const ExpertPiece& p) {
         const int n = p.r1 - p.r0;
         const size_t row = p.row0 + size_t(p.r0), le = size_t(p.e - range.begin);
@@ -252,13 +250,10 @@ void LocalExperts<T>::backward(int mi, const int64_t* counts, const T* x, const 
     gemm(Trans::T, Trans::N, f1 - f0, D, n, T(1), du + f0, F, x + row * D, D, beta, dW + o.fc1[le] + size_t(f0) * D,
          D);
   };
-  int64_t routed = 0;
-  for (int e = range.begin; e < range.end; ++e) routed += counts[e];
-  const double flops = 4.0 * (double(F) * D + double(D) * H) * double(routed);
   // A piece's rows: da (scratch at the piece's own rows), du, dx; then its share of the
   // weight gradients (all of them for a whole expert).
   run_experts<T>(
-      range, counts, flops,
+      range, counts, 4.0 * (double(F) * D + double(D) * H),
       [&](const ExpertPiece& p) {
         const int n = p.r1 - p.r0;
         const size_t row = p.row0 + size_t(p.r0), le = size_t(p.e - range.begin);
