@@ -93,10 +93,10 @@ static std::vector<std::vector<ExpertPiece>> expert_pieces(const ExpertRange& ra
 
 // The rows of the busiest of P threads taking whole experts, largest first, each to the
 // thread with the fewest rows so far (what a dynamic schedule does at equal speeds).
-static int64_t whole_experts_makespan(std::vector<int64_t> n, int P) {
-  std::sort(n.begin(), n.end(), std::greater<>());
+// `whole` is sorted largest first.
+static int64_t whole_experts_makespan(const std::vector<ExpertPiece>& whole, int P) {
   std::vector<int64_t> load(size_t(P), 0);
-  for (int64_t r : n) *std::min_element(load.begin(), load.end()) += r;
+  for (const ExpertPiece& p : whole) *std::min_element(load.begin(), load.end()) += p.r1;
   return *std::max_element(load.begin(), load.end());
 }
 
@@ -119,11 +119,10 @@ static void run_experts(const ExpertRange& range, const int64_t* counts, double 
                         Grads&& grads) {
   const int P = expert_team<T>();
   std::vector<ExpertPiece> whole;
-  std::vector<int64_t> n;
   int64_t total = 0;
   size_t row0 = 0;
   for (int e = range.begin; e < range.end; ++e) {
-    if (counts[e] > 0) whole.push_back({e, 0, int(counts[e]), row0}), n.push_back(counts[e]);
+    if (counts[e] > 0) whole.push_back({e, 0, int(counts[e]), row0});
     row0 += size_t(counts[e]);
     total += counts[e];
   }
@@ -131,13 +130,15 @@ static void run_experts(const ExpertRange& range, const int64_t* counts, double 
     for (const ExpertPiece& p : whole) rows(p), grads(p);
     return;
   }
-  GemmRegion region(flops_per_row * double(total));
-  if (whole_experts_makespan(n, P) * 100 <= total * 105 / P) {
-    std::stable_sort(whole.begin(), whole.end(), [](const ExpertPiece& a, const ExpertPiece& b) { return a.r1 > b.r1; });
-#pragma omp parallel for num_threads(P) schedule(dynamic, 1)
-    for (size_t i = 0; i < whole.size(); ++i) rows(whole[i]), grads(whole[i]);
+  std::stable_sort(whole.begin(), whole.end(), [](const ExpertPiece& a, const ExpertPiece& b) { return a.r1 > b.r1; });
+  if (whole_experts_makespan(whole, P) * 100 <= total * 105 / P) {
+    gemm_side_by_side(int(whole.size()), flops_per_row * double(total), [&](int i) {
+      rows(whole[size_t(i)]);
+      grads(whole[size_t(i)]);
+    });
     return;
   }
+  GemmRegion region(flops_per_row * double(total));
   const auto plan = expert_pieces(range, counts, P);
   const int E = range.end - range.begin;
   std::vector<int> pieces(size_t(E), 0);
