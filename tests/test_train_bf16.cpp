@@ -316,22 +316,28 @@ TEST(GemmBf16, ActivationCopiesAndBf16OperandsAreReadAsStored) {
   EXPECT_EQ(d, d_plain);
 }
 
-// The LM head's bf16 gradient written over the logits is exactly the fp32 gradient rounded,
+// bf16 logits: the loss and log-sum-exp are those of the logits widened to fp32, and the
+// gradient written over them is exactly the fp32 gradient of the widened logits rounded,
 // ignored rows included, at a vocabulary with a tail.
-TEST(TrainBf16, CrossEntropyBf16GradientIsTheRoundedFp32One) {
+TEST(TrainBf16, CrossEntropyOverBf16LogitsIsTheFp32OneOfTheRoundedLogits) {
   const int N = 6, V = 37;
   const auto z = randn(size_t(N) * V, 31, 3.f);
   const int32_t t[N] = {0, 36, kIgnoreIndex, 5, 17, 5};
-  std::vector<float> lse(N), g32(z.size());
-  int count = 0;
-  cross_entropy_forward(lse.data(), (float*)nullptr, z.data(), t, N, V, &count);
-  cross_entropy_backward(g32.data(), z.data(), lse.data(), t, N, V, 0.2f);
-  std::vector<float> buf(z);
-  cross_entropy_backward_bf16_inplace(buf.data(), lse.data(), t, N, V, 0.2f);
-  const bf16* g16 = reinterpret_cast<const bf16*>(buf.data());
+  std::vector<bf16> z16(z.size());
+  std::vector<float> zw(z.size());  // z16 widened
+  for (size_t i = 0; i < z.size(); ++i) z16[i] = to_bf16(z[i]), zw[i] = from_bf16(z16[i]);
+  std::vector<float> lse(N), lse16(N), g32(z.size());
+  int count = 0, count16 = 0;
+  const double loss = cross_entropy_forward(lse.data(), (float*)nullptr, zw.data(), t, N, V, &count);
+  const double loss16 = cross_entropy_forward_bf16(lse16.data(), z16.data(), t, N, V, &count16);
+  EXPECT_EQ(loss16, loss);
+  EXPECT_EQ(count16, count);
+  EXPECT_EQ(lse16, lse);
+  cross_entropy_backward(g32.data(), zw.data(), lse.data(), t, N, V, 0.2f);
+  cross_entropy_backward_bf16(z16.data(), lse16.data(), t, N, V, 0.2f);
   for (int i = 0; i < N; ++i)
     for (int v = 0; v < V; ++v)
-      ASSERT_EQ(g16[size_t(i) * 2 * V + v].bits, to_bf16(g32[size_t(i) * V + v]).bits) << i << " " << v;
+      ASSERT_EQ(z16[size_t(i) * V + v].bits, to_bf16(g32[size_t(i) * V + v]).bits) << i << " " << v;
 }
 
 // The activation copies (norm outputs, expert inputs, SwiGLU's output and input gradient,

@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/bf16.h"
+
 namespace zaya {
 
 constexpr int32_t kIgnoreIndex = -100;
@@ -15,12 +17,12 @@ double cross_entropy_forward(T* lse, T* logprob, const T* logits, const int32_t*
 template <class T>
 void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets, int N, int V, T scale);
 
-// The same gradient rounded to bf16, written in place: row i's bf16 values occupy the first
-// half of logits row i's bytes, so the result is a bf16 [N, V] matrix with leading dimension
-// 2V at (bf16*)logits, for the bf16 LM-head products to read as stored (no fp32 dlogits
-// written and no second rounding per product; no memory beyond the logits). The values are
-// exactly those of cross_entropy_backward rounded to bf16.
-void cross_entropy_backward_bf16_inplace(float* logits, const float* lse, const int32_t* targets, int N, int V,
-                                         float scale);
+// bf16 logits (bf16 products): the LM head's output rounded to bf16 and kept only so, as
+// PyTorch's autocast leaves it; the loss is that of the rounded logits. Forward: the same
+// values as cross_entropy_forward over the logits widened to fp32. Backward: the values of
+// cross_entropy_backward over the widened logits, each rounded to bf16, written over the
+// logits: dlogits [N, V] in bf16, which the bf16 LM-head products read as stored.
+double cross_entropy_forward_bf16(float* lse, const bf16* logits, const int32_t* targets, int N, int V, int* count);
+void cross_entropy_backward_bf16(bf16* logits, const float* lse, const int32_t* targets, int N, int V, float scale);
 
 }  // namespace zaya

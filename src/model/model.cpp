@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/profile.h"
 #include "kernels/gemm.h"
 #include "kernels/loss.h"
@@ -137,7 +138,6 @@ void Model<T>::reserve(int B, int T_) {
     v->assign(N * D, 0);
   rstd_f_N_.assign(N, 0);
   lse_N_.assign(N, 0);
-  logits_NV_.assign(N * c.vocab_size, 0);
   dr_carry_NR_.assign(N * c.router_hidden, 0);
   acts_.resize(c.num_sublayers());
   for (int n = 0; n < c.num_sublayers(); ++n) {
@@ -154,6 +154,35 @@ void Model<T>::reserve(int B, int T_) {
   experts_->resize(c, int(N) * c.topk);
   cap_B_ = B;
   cap_T_ = T_;
+}
+
+// The LM head with bf16 products and targets: the product runs over blocks of vocabulary
+// columns into one fp32 block (logits_NV_, ~4 MB), each block rounded into logits16_, so no
+// [N, V] fp32 array is held (zaya1-small B=8 T=256: 64 MiB fp32 -> 32 MiB bf16 + the block).
+// The embedding's rows are packed once whatever the blocks (a block is a run of them), and xf
+// is read in place.
+template <class T>
+void Model<T>::lm_head_bf16(int N, int D, int V) {
+  if constexpr (std::is_same_v<T, float>) {
+    const int Vb = std::clamp(int((size_t(4) << 20) / (sizeof(float) * size_t(N)) / 64 * 64), 64, V);
+    if (logits_NV_.capacity() > 2 * size_t(N) * Vb) std::vector<T>().swap(logits_NV_);  // an fp32 forward's [N, V]
+    logits_NV_.resize(size_t(N) * Vb);
+    logits16_.resize(size_t(N) * V);
+    for (int v0 = 0; v0 < V; v0 += Vb) {
+      const int vb = std::min(Vb, V - v0);
+      {
+        ZAYA_PROFILE("lm_head");
+        gemm(Trans::N, Trans::T, N, vb, D, 1.f, xf_ND_.data(), D, p(layout.embed) + size_t(v0) * D, D, 0.f,
+             logits_NV_.data(), vb);
+      }
+      ZAYA_PROFILE("cross_entropy");
+      parallel_for(N, [&](int64_t i) {
+        convert_to_bf16(&logits_NV_[size_t(i) * vb], &logits16_[size_t(i) * V + v0], size_t(vb));
+      });
+    }
+  } else {
+    (void)N, (void)D, (void)V;
+  }
 }
 
 template <class T>
@@ -238,8 +267,12 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
                      opt(params, fr.hs_bias), opt(params, fr.res_scale), opt(params, fr.res_bias),
                      p(layout.final_norm), N, D, c.norm_eps, x16(size_t(c.num_sublayers()), xf_ND_.data()));
   gemm_set_activation_mirrors(act_mirrors_);
-  {
+  logits_bf16_ = targets && !params_bf16.empty();
+  if (logits_bf16_) {
+    lm_head_bf16(N, D, V);
+  } else {
     ZAYA_PROFILE("lm_head");
+    logits_NV_.resize(size_t(N) * V);
     gemm(Trans::N, Trans::T, N, V, D, T(1), xf_ND_.data(), D, p(layout.embed), D, T(0), logits_NV_.data(), V);
   }
   if (state) state->len += T_;
@@ -251,7 +284,10 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
       ZAYA_CHECK(targets[i] == kIgnoreIndex || (targets[i] >= 0 && targets[i] < V), "target id ", targets[i],
                  " at position ", i, " is outside the vocabulary (", V, ")");
     ZAYA_PROFILE("cross_entropy");
-    r.loss_sum = cross_entropy_forward(lse_N_.data(), (T*)nullptr, logits_NV_.data(), targets, N, V, &r.count);
+    if constexpr (std::is_same_v<T, float>)
+      if (logits_bf16_) r.loss_sum = cross_entropy_forward_bf16(lse_N_.data(), logits16_.data(), targets, N, V, &r.count);
+    if (!logits_bf16_)
+      r.loss_sum = cross_entropy_forward(lse_N_.data(), (T*)nullptr, logits_NV_.data(), targets, N, V, &r.count);
     r.loss = r.count ? r.loss_sum / r.count : 0.0;
   } else {
     std::fill(targets_.begin(), targets_.begin() + N, kIgnoreIndex);
@@ -283,19 +319,20 @@ void Model<T>::backward(T loss_scale, GradMode mode) {
     ZAYA_PROFILE("lm_head+loss");
     bool done = false;
     if constexpr (std::is_same_v<T, float>) {
-      if (gemm_activation_copies_on()) {
-        // bf16 products: the gradient is written once, in bf16, over the logits (leading
-        // dimension 2V), and both products read it as stored.
+      if (logits_bf16_) {
+        // bf16 products: the gradient is written once, in bf16, over the bf16 logits, and
+        // both products read it as stored.
         {
           ZAYA_PROFILE("cross_entropy");
-          cross_entropy_backward_bf16_inplace(dlogits, lse_N_.data(), targets_.data(), N, V, scale);
+          cross_entropy_backward_bf16(logits16_.data(), lse_N_.data(), targets_.data(), N, V, scale);
         }
         ZAYA_PROFILE("lm_head");
-        const bf16* d16 = reinterpret_cast<const bf16*>(dlogits);
-        gemm_bf16(Trans::N, Trans::N, N, D, V, 1.f, {nullptr, d16, 2 * V}, {p(layout.embed), nullptr, D}, 0.f,
+        const bf16* d16 = logits16_.data();
+        gemm_bf16(Trans::N, Trans::N, N, D, V, 1.f, {nullptr, d16, V}, {p(layout.embed), nullptr, D}, 0.f,
                   dxf_ND_.data(), D);
-        gemm_bf16(Trans::T, Trans::N, V, D, N, 1.f, {nullptr, d16, 2 * V}, {xf_ND_.data(), nullptr, D},
+        gemm_bf16(Trans::T, Trans::N, V, D, N, 1.f, {nullptr, d16, V}, {xf_ND_.data(), nullptr, D},
                   float(dW_beta), dW + layout.embed, D);
+        logits_bf16_ = false;  // they hold the gradient now
         done = true;
       }
     }

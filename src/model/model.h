@@ -78,7 +78,10 @@ class Model {
   void set_rope_theta(double theta);
   const RopeTable& rope() const { return rope_; }
 
-  const T* logits() const { return logits_NV_.data(); }  // [B*T, V] after forward (backward overwrites)
+  // [B*T, V] after forward (backward overwrites). With bf16 products a forward with targets
+  // keeps them only in bf16 (logits16()); logits() is then nullptr.
+  const T* logits() const { return logits_bf16_ ? nullptr : logits_NV_.data(); }
+  const bf16* logits16() const { return logits_bf16_ ? logits16_.data() : nullptr; }
   const T* lse() const { return lse_N_.data(); }
   // Per MoE sub-layer: tokens per class (incl. skip) in the last forward.
   std::vector<std::vector<int64_t>> class_counts() const;
@@ -112,6 +115,11 @@ class Model {
   int B_ = 0, S_ = 0, cap_B_ = 0, cap_T_ = 0, pos0_ = 0;
   std::vector<int32_t> inputs_, targets_;
   std::vector<T> emb_ND_, res_final_ND_, xf_ND_, rstd_f_N_, logits_NV_, lse_N_;
+  // bf16 products with targets: the logits in bf16 [N, V] (the LM head's output rounded, as
+  // the loss and its gradient read it); logits_NV_ then holds one fp32 block of columns.
+  std::vector<bf16> logits16_;
+  bool logits_bf16_ = false;  // the last forward kept the logits in logits16_
+  void lm_head_bf16(int N, int D, int V);
   std::vector<SublayerActs<T>> acts_;
   CcaScratch<T> cca_scratch_;
   MoeScratch<T> moe_scratch_;
