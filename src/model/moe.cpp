@@ -342,23 +342,22 @@ double route_token(const T* prob, const T* bias, int NC, int K, int skip, int32_
 }
 
 template <class T>
-double moe_router(const RouterActs<T>& a, const T* r_prev, const RouterVectors<T>& w, const ModelConfig& c, int N,
-                  RouterProduct<T> product) {
-  const int R = c.router_hidden, NC = c.num_classes(), K = c.topk, skip = c.use_mod ? c.num_experts : -1;
-  T* r = a.r;
+void router_input(T* r, T* zn, T* rstd, const T* r_in, const T* r_prev, const RouterVectors<T>& w,
+                  const ModelConfig& c, int N) {
+  const int R = c.router_hidden;
   parallel_for(N, [&](int64_t i) {
     for (int j = 0; j < R; ++j) {
-      T v = r[size_t(i) * R + j] + w.down_b[j];
+      T v = r_in[size_t(i) * R + j] + w.down_b[j];
       if (w.eda && r_prev) v += w.eda[j] * r_prev[size_t(i) * R + j];
       r[size_t(i) * R + j] = v;
     }
   });
-  rmsnorm_forward(a.zn, a.rstd, r, w.norm, N, R, c.router_norm_eps);
-  product(RouterMatrix::Mlp0, a.h0, a.zn);
-  bias_gelu_forward(a.h0, a.pre0, w.mlp0_b, N, R);
-  product(RouterMatrix::Mlp2, a.h2, a.h0);
-  bias_gelu_forward(a.h2, a.pre2, w.mlp2_b, N, R);
-  product(RouterMatrix::Mlp4, a.prob, a.h2);
+  rmsnorm_forward(zn, rstd, r, w.norm, N, R, c.router_norm_eps);
+}
+
+template <class T>
+double router_choice(const RouterActs<T>& a, const RouterVectors<T>& w, const ModelConfig& c, int N) {
+  const int NC = c.num_classes(), K = c.topk, skip = c.use_mod ? c.num_experts : -1;
   softmax_forward(a.prob, a.prob, N, NC);
   // Choice (biases steer it, gradient flows through the gate only). Inside a region (decode's
   // team) one thread routes every token: a nested region costs more than the loop.
@@ -374,6 +373,19 @@ double moe_router(const RouterActs<T>& a, const T* r_prev, const RouterVectors<T
     for (int i = 0; i < N; ++i) margin = std::min(margin, route(i));
   }
   return margin;
+}
+
+template <class T>
+double moe_router(const RouterActs<T>& a, const T* r_prev, const RouterVectors<T>& w, const ModelConfig& c, int N,
+                  RouterProduct<T> product) {
+  const int R = c.router_hidden;
+  router_input(a.r, a.zn, a.rstd, a.r, r_prev, w, c, N);
+  product(RouterMatrix::Mlp0, a.h0, a.zn);
+  bias_gelu_forward(a.h0, a.pre0, w.mlp0_b, N, R);
+  product(RouterMatrix::Mlp2, a.h2, a.h0);
+  bias_gelu_forward(a.h2, a.pre2, w.mlp2_b, N, R);
+  product(RouterMatrix::Mlp4, a.prob, a.h2);
+  return router_choice(a, w, c, N);
 }
 
 void moe_dispatch(const int32_t* choice, const ModelConfig& c, int N, int64_t* counts_E, int64_t* class_counts,
@@ -591,6 +603,8 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
 
 #define ZAYA_INST(T)                                                                                              \
   template double route_token<T>(const T*, const T*, int, int, int, int32_t*, T*);                              \
+  template void router_input<T>(T*, T*, T*, const T*, const T*, const RouterVectors<T>&, const ModelConfig&, int); \
+  template double router_choice<T>(const RouterActs<T>&, const RouterVectors<T>&, const ModelConfig&, int);        \
   template double moe_router<T>(const RouterActs<T>&, const T*, const RouterVectors<T>&, const ModelConfig&, int, \
                                 RouterProduct<T>);                                                                \
   template void moe_gather<T>(T*, const T*, const int64_t*, int, int, int, const bf16*, bf16*);                   \
