@@ -9,6 +9,7 @@
 
 #include "ckpt/hf.h"
 #include "ckpt/safetensors.h"
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "core/rng.h"
@@ -107,7 +108,11 @@ ReferenceCaseResult write_reference_case(const ReferenceCaseOptions& o) {
     }
   }
   auto r = m.forward(in.data(), tgt.data(), B, T);
-  std::vector<float> logits(m.logits(), m.logits() + size_t(N) * cfg.vocab_size);  // backward reuses the buffer
+  std::vector<float> logits(size_t(N) * cfg.vocab_size);  // copied: backward reuses the buffer
+  if (m.logits())
+    std::copy_n(m.logits(), logits.size(), logits.begin());
+  else  // bf16 products: the logits are kept in bf16 only
+    convert_from_bf16(m.logits16(), logits.data(), logits.size());
   m.zero_grads();
   m.backward();
   SafetensorsWriter w;
