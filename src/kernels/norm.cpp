@@ -154,7 +154,10 @@ static T merge_norm_row_forward(T* resi, T* __restrict oi, bf16* __restrict o16,
     ss += double(v) * v;
   }
   const T r = T(1.0 / std::sqrt(ss / D + eps));
-  if (o16) {
+  if (o16 && !oi) {  // the output kept only in bf16
+#pragma omp simd
+    for (int d = 0; d < D; ++d) o16[d] = to_bf16(float(w[d] * (resi[d] * r)));
+  } else if (o16) {
 #pragma omp simd
     for (int d = 0; d < D; ++d) {
       const T o = w[d] * (resi[d] * r);
@@ -180,10 +183,11 @@ void merge_norm_forward(T* res_out, T* out, T* rstd, const T* h, const T* res, c
   parallel_for(N, [&](int64_t i_) {
     const size_t o = size_t(i_) * D;
     bf16* o16 = out16 ? out16 + o : nullptr;
-    rstd[i_] = res ? merge_norm_row_forward<T, true>(res_out + o, out + o, o16, h + o, res + o, hsv, hbv, rsv, rbv,
-                                                     w, D, eps)
-                   : merge_norm_row_forward<T, false>(res_out + o, out + o, o16, h + o, nullptr, hsv, hbv, rsv, rbv,
-                                                      w, D, eps);
+    T* oi = out ? out + o : nullptr;
+    rstd[i_] = res ? merge_norm_row_forward<T, true>(res_out + o, oi, o16, h + o, res + o, hsv, hbv, rsv, rbv, w, D,
+                                                     eps)
+                   : merge_norm_row_forward<T, false>(res_out + o, oi, o16, h + o, nullptr, hsv, hbv, rsv, rbv, w, D,
+                                                      eps);
   });
 }
 

@@ -29,7 +29,7 @@ void res_merge_backward(T* dh, T* dres, T* dhs, T* dhb, T* drs, T* drb, const T*
 // A sub-layer's entry, fused: res_out = res_merge(h, res) and out = rmsnorm(res_out) in one
 // pass over each row (the same values as res_merge_forward then rmsnorm_forward; res_out may
 // alias res, as decode merges in place). Arguments as those two functions'; out16 as
-// rmsnorm_forward's.
+// rmsnorm_forward's; out may be nullptr where out16 is given (the output kept only in bf16).
 template <class T>
 void merge_norm_forward(T* res_out, T* out, T* rstd, const T* h, const T* res, const T* hs, const T* hb, const T* rs,
                         const T* rb, const T* w, int N, int D, double eps, bf16* out16 = nullptr);

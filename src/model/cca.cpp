@@ -180,12 +180,38 @@ static void check_fused_projections(const CcaOffsets& o, const Dims& z) {
              "cca: linear_q/linear_k and val_proj1/val_proj2 must be adjacent in the parameter layout");
 }
 
+namespace {
+// x [N, D] as the projections' operand: fp32, or (x16) kept only in bf16 and read as stored.
+template <class T>
+struct XOperand {
+  const T* x;
+  const bf16* x16;
+  const Dims& z;
+  void times_wt(const T* Wm, int n_out, T* y) const {  // y [N, n_out] = x Wm^T
+    if constexpr (std::is_same_v<T, float>)
+      if (x16)
+        return gemm_bf16(Trans::N, Trans::T, z.N, n_out, z.D, 1.f, {nullptr, x16, z.D}, {Wm, nullptr, z.D}, 0.f, y,
+                         n_out);
+    gemm(Trans::N, Trans::T, z.N, n_out, z.D, T(1), x, z.D, Wm, z.D, T(0), y, n_out);
+  }
+  void add_dyt_times(const T* dy, int n_out, T* dWm) const {  // dWm [n_out, D] += dy^T x
+    if constexpr (std::is_same_v<T, float>)
+      if (x16)
+        return gemm_bf16(Trans::T, Trans::N, n_out, z.D, z.N, 1.f, {dy, nullptr, n_out}, {nullptr, x16, z.D}, 1.f,
+                         dWm, z.D);
+    gemm(Trans::T, Trans::N, n_out, z.D, z.N, T(1), dy, n_out, x, z.D, T(1), dWm, z.D);
+  }
+};
+}  // namespace
+
 template <class T>
 void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
-                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache, SeqShard<T>* shard) {
+                 const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache, SeqShard<T>* shard,
+                 const bf16* x16) {
   const Dims z(c, d);
   if (shard && shard->count() == 1) shard = nullptr;
   ZAYA_CHECK(!(shard && cache), "cca: a sequence shard and a decode cache do not mix");
+  ZAYA_CHECK(!x16 || !(shard || cache), "cca: x in bf16 only does not mix with a sequence shard or a decode cache");
   const int P = c.conv_pad();
   if (shard) {
     ZAYA_CHECK(d.T >= P, "context parallel: ", d.T, " positions per shard, the convolution needs at least ", P);
@@ -201,10 +227,11 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
   // 1. q0, k0 projections, packed along channels: one product with [linear_q; linear_k].
   std::optional<prof::Zone> zone;
   zone.emplace("projections");
-  gemm(Trans::N, Trans::T, z.N, z.C, z.D, T(1), x, z.D, W + o.wq, z.D, T(0), p, z.C);
+  const XOperand<T> xo{x, x16, z};
+  xo.times_wt(W + o.wq, z.C, p);
   // 4. values: val_proj1(x_t) | val_proj2(x_{t-1}), x_{-1} = 0. One product with
   // [val_proj1; val_proj2] gives [W1 x_t | W2 x_t]; the second half then moves down a row.
-  gemm(Trans::N, Trans::T, z.N, z.KD, z.D, T(1), x, z.D, W + o.wv1, z.D, T(0), v, z.KD);
+  xo.times_wt(W + o.wv1, z.KD, v);
   if (shard) shard->halo(p, x, d.B, d.T, z.C, P, z.D, s.halo_BPC.data(), s.x_prev_BD.data());
   const T* x_prev = cache ? cache->x_prev_BD.data() : shard ? s.x_prev_BD.data() : nullptr;
   parallel_for(d.B, [&](int64_t b) {
@@ -267,8 +294,9 @@ void cca_forward(T* out, const T* x, const T* W, const CcaOffsets& o, const Mode
 template <class T>
 void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const CcaOffsets& o, const ModelConfig& c,
                   const CcaDims& d, const RopeTable& rope, const CcaSaved<T>& s, CcaScratch<T>& k,
-                  SeqShard<T>* shard) {
+                  SeqShard<T>* shard, const bf16* x16) {
   const Dims z(c, d);
+  const XOperand<T> xo{x, x16, z};
   if (shard && shard->count() == 1) shard = nullptr;
   const int P = c.conv_pad();
   // 8. o_proj
@@ -378,7 +406,7 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   gemm_grads_side_by_side<T>(4.0 * z.N * z.D * z.C, [&](int i) {
     if (i == 0)  // dx's first writer: stores, unless the halo's gradient is already in it
       return gemm(Trans::N, Trans::N, z.N, z.D, z.C, T(1), dp, z.C, W + o.wq, z.D, shard ? T(1) : T(0), dx, z.D);
-    gemm(Trans::T, Trans::N, z.C, z.D, z.N, T(1), dp, z.C, x, z.D, T(1), dW + o.wq, z.D);
+    xo.add_dyt_times(dp, z.C, dW + o.wq);
   });
   // 4. values: undo the shift, dy_t = [dv_t (first half) | dv_{t+1} (second half)], the last
   // row of each sequence has no successor; then one product pair with [val_proj1; val_proj2].
@@ -395,7 +423,7 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   });
   gemm_grads_side_by_side<T>(4.0 * z.N * z.D * z.KD, [&](int i) {
     if (i == 0) return gemm(Trans::N, Trans::N, z.N, z.D, z.KD, T(1), dy, z.KD, W + o.wv1, z.D, T(1), dx, z.D);
-    gemm(Trans::T, Trans::N, z.KD, z.D, z.N, T(1), dy, z.KD, x, z.D, T(1), dW + o.wv1, z.D);
+    xo.add_dyt_times(dy, z.KD, dW + o.wv1);
   });
 }
 
@@ -412,10 +440,11 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
   template struct CcaScratch<T>;                                                                            \
   template struct CcaCache<T>;                                                                              \
   template void cca_forward<T>(T*, const T*, const T*, const CcaOffsets&, const ModelConfig&, const CcaDims&, \
-                               const RopeTable&, CcaSaved<T>&, CcaScratch<T>&, CcaCache<T>*, SeqShard<T>*); \
+                               const RopeTable&, CcaSaved<T>&, CcaScratch<T>&, CcaCache<T>*, SeqShard<T>*, \
+                               const bf16*);                                                                \
   template void cca_backward<T>(T*, T*, const T*, const T*, const T*, const CcaOffsets&, const ModelConfig&,  \
                                 const CcaDims&, const RopeTable&, const CcaSaved<T>&, CcaScratch<T>&,       \
-                                SeqShard<T>*);
+                                SeqShard<T>*, const bf16*);
 ZAYA_INST(float)
 ZAYA_INST(double)
 template void cca_kv_append<float, bf16>(bf16*, bf16*, int, const ModelConfig&, const CcaDims&, const float*, int,

@@ -106,15 +106,18 @@ template <class T>
 void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* k_new, const T* v,
                       const T* p, const T* x);
 
+// x16_ND (T = float, bf16 products; nullable): x kept only in bf16, x_ND then nullptr. x feeds
+// nothing but the projections' products (forward and weight gradients), which read it as
+// stored; not with a decode cache or a sequence shard (they keep x's rows in fp32).
 template <class T>
 void cca_forward(T* out_ND, const T* x_ND, const T* W, const CcaOffsets& o, const ModelConfig& c, const CcaDims& d,
                  const RopeTable& rope, CcaSaved<T>& s, CcaScratch<T>& k, CcaCache<T>* cache = nullptr,
-                 SeqShard<T>* shard = nullptr);
+                 SeqShard<T>* shard = nullptr, const bf16* x16_ND = nullptr);
 // Writes dx_ND (overwrites: its first product stores rather than adds) and accumulates into
-// the parameter gradients dW (same layout as W).
+// the parameter gradients dW (same layout as W). x16_ND: as cca_forward's.
 template <class T>
 void cca_backward(T* dx_ND, T* dW, const T* dout_ND, const T* x_ND, const T* W, const CcaOffsets& o,
                   const ModelConfig& c, const CcaDims& d, const RopeTable& rope, const CcaSaved<T>& s,
-                  CcaScratch<T>& k, SeqShard<T>* shard = nullptr);
+                  CcaScratch<T>& k, SeqShard<T>* shard = nullptr, const bf16* x16_ND = nullptr);
 
 }  // namespace zaya

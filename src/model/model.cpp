@@ -134,7 +134,7 @@ void Model<T>::reserve(int B, int T_) {
   const size_t N = size_t(B) * T_, D = c.hidden_size;
   inputs_.assign(N, 0);
   targets_.assign(N, 0);
-  for (auto* v : {&emb_ND_, &res_final_ND_, &xf_ND_, &dx_ND_, &dxf_ND_, &dh_[0], &dh_[1], &dres_[0], &dres_[1]})
+  for (auto* v : {&emb_ND_, &res_final_ND_, &dx_ND_, &dxf_ND_, &dh_[0], &dh_[1], &dres_[0], &dres_[1]})
     v->assign(N * D, 0);
   rstd_f_N_.assign(N, 0);
   lse_N_.assign(N, 0);
@@ -142,7 +142,7 @@ void Model<T>::reserve(int B, int T_) {
   acts_.resize(c.num_sublayers());
   for (int n = 0; n < c.num_sublayers(); ++n) {
     auto& a = acts_[n];
-    for (auto* v : {&a.res_ND, &a.x_ND, &a.out_ND}) v->assign(N * D, 0);
+    for (auto* v : {&a.res_ND, &a.out_ND}) v->assign(N * D, 0);  // (x_ND: forward sizes it, as it keeps it)
     a.rstd_N.assign(N, 0);
     if (n % 2 == 0)
       a.cca.resize(c, B, T_);
@@ -154,6 +154,14 @@ void Model<T>::reserve(int B, int T_) {
   experts_->resize(c, int(N) * c.topk);
   cap_B_ = B;
   cap_T_ = T_;
+}
+
+template <class T>
+GemmOperand Model<T>::xf_operand() const {
+  if constexpr (std::is_same_v<T, float>)
+    return xf_bf16_only_ ? GemmOperand{nullptr, x16_.at(size_t(cfg().num_sublayers())).data(), cfg().hidden_size}
+                         : GemmOperand{xf_ND_.data(), nullptr, cfg().hidden_size};
+  return {};
 }
 
 // The LM head with bf16 products and targets: the product runs over blocks of vocabulary
@@ -172,8 +180,8 @@ void Model<T>::lm_head_bf16(int N, int D, int V) {
       const int vb = std::min(Vb, V - v0);
       {
         ZAYA_PROFILE("lm_head");
-        gemm(Trans::N, Trans::T, N, vb, D, 1.f, xf_ND_.data(), D, p(layout.embed) + size_t(v0) * D, D, 0.f,
-             logits_NV_.data(), vb);
+        gemm_bf16(Trans::N, Trans::T, N, vb, D, 1.f, xf_operand(), {p(layout.embed) + size_t(v0) * D, nullptr, D},
+                  0.f, logits_NV_.data(), vb);
       }
       ZAYA_PROFILE("cross_entropy");
       parallel_for(N, [&](int64_t i) {
@@ -215,19 +223,27 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   bf16_for_backward_ = !params_bf16.empty();
   MirrorScope mirror(mirror_of(params, params_bf16));
   act_mirrors_.clear();
-  // The bf16 copy of a norm's output rows (nullptr without bf16 GEMMs), listed as a mirror.
+  x16_count_ = 0;
+  const bool copies = std::is_same_v<T, float> && !params_bf16.empty() && gemm_activation_copies_on();
+  // The bf16 copy of a norm's output rows (nullptr without them), listed as a mirror of x
+  // unless x is not kept (nullptr).
   auto x16 = [&](size_t slot, const T* x) -> bf16* {
     if constexpr (std::is_same_v<T, float>) {
-      if (params_bf16.empty() || !gemm_activation_copies_on()) return nullptr;
+      if (!copies) return nullptr;
       if (x16_.size() <= slot) x16_.resize(slot + 1);
       x16_[slot].resize(size_t(N) * D);
-      act_mirrors_.push_back({x, size_t(N) * D, x16_[slot].data()});
+      if (x) act_mirrors_.push_back({x, size_t(N) * D, x16_[slot].data()});
+      ++x16_count_;
       return x16_[slot].data();
     } else {
       (void)slot, (void)x;
       return nullptr;
     }
   };
+  // An attention sub-layer's x feeds nothing but its projections' products: with the copies
+  // on, and neither a decode cache nor a sequence shard (which keep x's rows), it is kept only
+  // in bf16 (cca_forward's x16). zaya1-small B=8 T=256: 4 MiB fp32 per sub-layer not held.
+  const bool cca_x16_only = copies && !state && !(shard_ && shard_->count() > 1);
   {
     ZAYA_PROFILE("embedding");
     embedding_forward(emb_ND_.data(), inputs, p(layout.embed), N, D);
@@ -241,16 +257,25 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     const SublayerOffsets& so = layout.sub[n];
     SublayerActs<T>& a = acts_[n];
     ZAYA_PROFILE(so.attention ? "cca" : "moe");
+    a.x_bf16_only = so.attention && cca_x16_only;
+    if (a.x_bf16_only)
+      std::vector<T>().swap(a.x_ND);
+    else
+      a.x_ND.resize(size_t(N) * D);
+    T* x = a.x_bf16_only ? nullptr : a.x_ND.data();
+    bf16* xc = nullptr;
     {
       ZAYA_PROFILE("res_merge+norm");
-      merge_norm_forward(a.res_ND.data(), a.x_ND.data(), a.rstd_N.data(), h, res, opt(params, so.rs.hs_scale),
+      xc = x16(size_t(n), x);
+      merge_norm_forward(a.res_ND.data(), x, a.rstd_N.data(), h, res, opt(params, so.rs.hs_scale),
                          opt(params, so.rs.hs_bias), opt(params, so.rs.res_scale), opt(params, so.rs.res_bias),
-                         p(so.norm), N, D, c.norm_eps, x16(size_t(n), a.x_ND.data()));
+                         p(so.norm), N, D, c.norm_eps, xc);
       gemm_set_activation_mirrors(act_mirrors_);
     }
     if (so.attention) {
-      cca_forward(a.out_ND.data(), a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0}, rope_, a.cca,
-                  cca_scratch_, state ? &state->cca[size_t(n / 2)] : nullptr, state ? nullptr : shard_.get());
+      cca_forward(a.out_ND.data(), x, params.data(), so.cca, c, CcaDims{B, T_, pos0}, rope_, a.cca, cca_scratch_,
+                  state ? &state->cca[size_t(n / 2)] : nullptr, state ? nullptr : shard_.get(),
+                  a.x_bf16_only ? xc : nullptr);
     } else {
       moe_forward(a.out_ND.data(), a.x_ND.data(), r_prev, params.data(), buffers.data() + so.moe.router.balancing_bias,
                   so.moe, c, N, moe_index, a.moe, *experts_);
@@ -263,11 +288,20 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   }
   ZAYA_PROFILE("lm_head+loss");
   const ResScaleOffsets& fr = layout.final_rs;
-  merge_norm_forward(res_final_ND_.data(), xf_ND_.data(), rstd_f_N_.data(), h, res, opt(params, fr.hs_scale),
-                     opt(params, fr.hs_bias), opt(params, fr.res_scale), opt(params, fr.res_bias),
-                     p(layout.final_norm), N, D, c.norm_eps, x16(size_t(c.num_sublayers()), xf_ND_.data()));
-  gemm_set_activation_mirrors(act_mirrors_);
   logits_bf16_ = targets && !params_bf16.empty();
+  // With the copies on and the logits in bf16, xf feeds nothing but the LM head's products:
+  // it is kept only in bf16.
+  xf_bf16_only_ = logits_bf16_ && copies;
+  if (xf_bf16_only_)
+    std::vector<T>().swap(xf_ND_);
+  else
+    xf_ND_.resize(size_t(N) * D);
+  T* xf = xf_bf16_only_ ? nullptr : xf_ND_.data();
+  bf16* xfc = x16(size_t(c.num_sublayers()), xf);
+  merge_norm_forward(res_final_ND_.data(), xf, rstd_f_N_.data(), h, res, opt(params, fr.hs_scale),
+                     opt(params, fr.hs_bias), opt(params, fr.res_scale), opt(params, fr.res_bias),
+                     p(layout.final_norm), N, D, c.norm_eps, xfc);
+  gemm_set_activation_mirrors(act_mirrors_);
   if (logits_bf16_) {
     lm_head_bf16(N, D, V);
   } else {
@@ -330,7 +364,7 @@ void Model<T>::backward(T loss_scale, GradMode mode) {
         const bf16* d16 = logits16_.data();
         gemm_bf16(Trans::N, Trans::N, N, D, V, 1.f, {nullptr, d16, V}, {p(layout.embed), nullptr, D}, 0.f,
                   dxf_ND_.data(), D);
-        gemm_bf16(Trans::T, Trans::N, V, D, N, 1.f, {nullptr, d16, V}, {xf_ND_.data(), nullptr, D},
+        gemm_bf16(Trans::T, Trans::N, V, D, N, 1.f, {nullptr, d16, V}, xf_operand(),
                   float(dW_beta), dW + layout.embed, D);
         logits_bf16_ = false;  // they hold the gradient now
         done = true;
@@ -368,8 +402,9 @@ void Model<T>::backward(T loss_scale, GradMode mode) {
     T* dx = dx_ND_.data();
     ZAYA_PROFILE(so.attention ? "cca" : "moe");
     if (so.attention) {  // both write dx (not accumulate): no zero fill first
-      cca_backward(dx, dW, dout, a.x_ND.data(), params.data(), so.cca, c, CcaDims{B, T_, pos0_}, rope_, a.cca,
-                   cca_scratch_, shard_.get());
+      cca_backward(dx, dW, dout, a.x_bf16_only ? nullptr : a.x_ND.data(), params.data(), so.cca, c,
+                   CcaDims{B, T_, pos0_}, rope_, a.cca, cca_scratch_, shard_.get(),
+                   a.x_bf16_only ? x16_[size_t(n)].data() : nullptr);
     } else {
       const T* r_prev = moe_index > 0 ? acts_[n - 2].moe.r_NR.data() : nullptr;
       moe_backward(dx, dW, dr_carry_NR_.data(), dout, a.x_ND.data(), r_prev, params.data(), so.moe, c, N,

@@ -22,6 +22,7 @@ namespace zaya {
 template <class T>
 struct SublayerActs {
   std::vector<T> res_ND, x_ND, rstd_N, out_ND;
+  bool x_bf16_only = false;  // x kept only as the norm's bf16 copy (x_ND empty; Model::forward)
   CcaSaved<T> cca;
   MoeSaved<T> moe;
 };
@@ -108,8 +109,8 @@ class Model {
   void invalidate_bf16_weights() { bf16_current_ = false; }
   // Sizes params_bf16 when bf16 GEMMs are on (so an optimizer can write it); nullptr if off.
   bf16* bf16_weights();
-  // The norms' bf16 output copies the last forward listed (0 without activation copies).
-  size_t activation_copies() const { return act_mirrors_.size(); }
+  // The norms' bf16 output copies the last forward wrote (0 without activation copies).
+  size_t activation_copies() const { return x16_count_; }
 
  private:
   int B_ = 0, S_ = 0, cap_B_ = 0, cap_T_ = 0, pos0_ = 0;
@@ -119,7 +120,9 @@ class Model {
   // the loss and its gradient read it); logits_NV_ then holds one fp32 block of columns.
   std::vector<bf16> logits16_;
   bool logits_bf16_ = false;  // the last forward kept the logits in logits16_
+  bool xf_bf16_only_ = false;  // ... and xf only as its bf16 copy (xf_ND_ empty)
   void lm_head_bf16(int N, int D, int V);
+  GemmOperand xf_operand() const;  // xf for the bf16 LM-head products
   std::vector<SublayerActs<T>> acts_;
   CcaScratch<T> cca_scratch_;
   MoeScratch<T> moe_scratch_;
@@ -137,9 +140,12 @@ class Model {
   bool bf16_current_ = false;    // marked current by the caller
   bool bf16_for_backward_ = false;  // the last forward filled or used params_bf16
   // With bf16 GEMMs: the norms' outputs (each sub-layer's x, the final xf) in bf16, written by
-  // the norms and listed as activation mirrors (kernels/gemm.h) for forward and backward.
+  // the norms and listed as activation mirrors (kernels/gemm.h) for forward and backward, or,
+  // where only products read them (an attention sub-layer's x, xf before bf16 logits), kept
+  // only here and passed to the products as bf16 operands.
   std::vector<std::vector<bf16>> x16_;
   std::vector<Bf16Mirror> act_mirrors_;
+  size_t x16_count_ = 0;
 };
 
 }  // namespace zaya
