@@ -216,8 +216,11 @@ void InferDecoder::serial(F&& f) {
 }
 
 void InferDecoder::reserve(int rows) {
-  const size_t own = size_t(omp_get_max_threads()) * size_t(rows) * (4 * size_t(m_.cfg().router_hidden) + 1);
-  if (router_own_.size() < own) router_own_.assign(own, 0.f);  // (the thread count may change)
+  // moe()'s per-thread router rows: each thread of a team (at most kTeamRows rows), or the
+  // calling thread alone (prefill). Checked on every call: the thread count may change.
+  const size_t own = std::max(size_t(rows), size_t(omp_get_max_threads()) * size_t(std::min(rows, kTeamRows))) *
+                     (4 * size_t(m_.cfg().router_hidden) + 1);
+  if (router_own_.size() < own) router_own_.assign(own, 0.f);
   if (rows <= cap_) return;
   const ModelConfig& c = m_.cfg();
   const size_t N = size_t(rows), D = c.hidden_size, C = c.conv_channels(), KD = size_t(c.num_kv_heads) * c.head_dim;
