@@ -366,7 +366,6 @@ void Model<T>::backward(T loss_scale, GradMode mode) {
                   dxf_ND_.data(), D);
         gemm_bf16(Trans::T, Trans::N, V, D, N, 1.f, {nullptr, d16, V}, xf_operand(),
                   float(dW_beta), dW + layout.embed, D);
-        logits_bf16_ = false;  // they hold the gradient now
         done = true;
       }
     }

@@ -79,8 +79,8 @@ class Model {
   void set_rope_theta(double theta);
   const RopeTable& rope() const { return rope_; }
 
-  // [B*T, V] after forward (backward overwrites). With bf16 products a forward with targets
-  // keeps them only in bf16 (logits16()); logits() is then nullptr.
+  // [B*T, V] after forward (backward overwrites them with their gradient). With bf16 products
+  // a forward with targets keeps them only in bf16 (logits16()); logits() is then nullptr.
   const T* logits() const { return logits_bf16_ ? nullptr : logits_NV_.data(); }
   const bf16* logits16() const { return logits_bf16_ ? logits16_.data() : nullptr; }
   const T* lse() const { return lse_N_.data(); }
