@@ -238,7 +238,7 @@ void InferDecoder::reserve(int rows) {
   norms_.assign(N * (c.num_q_heads + c.num_kv_heads), 0.f);
   attn_.assign(N * QD, 0.f);
   lse_.assign(N * c.num_q_heads, 0.f);
-  for (auto* v : {&r_[0], &r_[1], &zn_, &h0_, &pre_, &h2_, &rd_}) v->assign(N * R, 0.f);
+  for (auto* v : {&r_[0], &r_[1], &h0_, &pre_, &h2_, &rd_}) v->assign(N * R, 0.f);
   prob_.assign(N * NC, 0.f);
   gate_.assign(S, 0.f);
   choice_.assign(S, 0);
@@ -379,17 +379,17 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
   // Router. The down-projection and the two R x R products run on the team. Before and
   // between them every thread computes the router's input (bias, EDA, RMSNorm) and the GELU
   // for itself (R values a token, less work than a barrier and the other thread's data), so
-  // no thread waits for another's elementwise step; thread 0 also keeps r for the next MoE
-  // sub-layer's EDA. One thread then runs the rest: the class logits (NC x R), softmax,
+  // no thread waits for another's elementwise step; thread 0 writes r, which the next MoE
+  // sub-layer's EDA reads after the barriers below. One thread then runs the rest: the class logits (NC x R), softmax,
   // routing and dispatch. (All on one thread, the router read its 270 KB of bf16 weights
   // alone: 11.6 us a ZAYA1-base layer, 0.46 ms of a 15.5 ms q4_k token.)
   lin(m.down, rd_.data(), R, x, D, N);
   const RouterVectors<float> vectors{m.down_b, m.eda, m.norm, m.mlp0_b, m.mlp2_b, m.balancing_bias};
   const size_t NR = size_t(N) * R;
-  float* own = router_own_.data() + size_t(team_ ? omp_get_thread_num() : 0) * (4 * NR + size_t(N));
-  float *r_own = own, *zn = own + NR, *h = own + 2 * NR, *pre = own + 3 * NR, *rstd = own + 4 * NR;
-  router_input(r_own, zn, rstd, rd_.data(), r_prev, vectors, c, N);
-  if (!team_ || omp_get_thread_num() == 0) std::copy_n(r_own, NR, r);  // read after the barriers below
+  const int th = team_ ? omp_get_thread_num() : 0;
+  float* own = router_own_.data() + size_t(th) * (4 * NR + size_t(N));
+  float *r_t = th == 0 ? r : own, *zn = own + NR, *h = own + 2 * NR, *pre = own + 3 * NR, *rstd = own + 4 * NR;
+  router_input(r_t, zn, rstd, rd_.data(), r_prev, vectors, c, N);
   lin(m.mlp0, h0_.data(), R, zn, R, N);
   std::copy_n(h0_.data(), NR, h);
   bias_gelu_forward(h, pre, m.mlp0_b, N, R);
@@ -398,9 +398,7 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
   serial([&] {
     bias_gelu_forward(h2_.data(), pre_.data(), m.mlp2_b, N, R);
     m.mlp4.apply(prob_.data(), m.mlp4.N, h2_.data(), R, N);
-    const RouterActs<float> acts{r,           zn_.data(),  rstd_.data(), h0_.data(),     pre_.data(),
-                                 h2_.data(),  pre_.data(), prob_.data(), choice_.data(), gate_.data()};
-    router_choice<float>(acts, vectors, c, N);
+    router_choice(prob_.data(), choice_.data(), gate_.data(), m.balancing_bias, c, N);
     // Rows grouped by expert: each chosen expert's weights are read once for all its rows.
     expert_count_.resize(size_t(E));
     moe_dispatch(choice_.data(), c, N, expert_count_.data(), nullptr, slot_row_.data());

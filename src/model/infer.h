@@ -189,9 +189,9 @@ class InferDecoder {
   // Activations for up to cap_ rows.
   std::vector<float> res_, x_, h_, rstd_, xf_, last_, last_BV_;
   std::vector<float> p_, v_, xs_, y0_, ytap_, conv_, qkpre_, qk_, norms_, attn_, lse_, scratch_;
-  std::vector<float> r_[2], zn_, h0_, pre_, h2_, prob_, gate_, xe_, ye_, u_, act_;
+  std::vector<float> r_[2], h0_, pre_, h2_, prob_, gate_, xe_, ye_, u_, act_;
   // The router's down-projection, and each thread's own router input, norm and activations
-  // (moe(): [thread][r, zn, h, pre (N x R each), rstd (N)]).
+  // (moe(): [thread][r (thread 0 writes r_ instead), zn, h, pre (N x R each), rstd (N)]).
   std::vector<float> rd_, router_own_;
   AttnShape attn_shape_{};
   std::vector<int32_t> choice_;

@@ -356,14 +356,14 @@ void router_input(T* r, T* zn, T* rstd, const T* r_in, const T* r_prev, const Ro
 }
 
 template <class T>
-double router_choice(const RouterActs<T>& a, const RouterVectors<T>& w, const ModelConfig& c, int N) {
+double router_choice(T* prob, int32_t* choice, T* gate, const T* balancing_bias, const ModelConfig& c, int N) {
   const int NC = c.num_classes(), K = c.topk, skip = c.use_mod ? c.num_experts : -1;
-  softmax_forward(a.prob, a.prob, N, NC);
+  softmax_forward(prob, prob, N, NC);
   // Choice (biases steer it, gradient flows through the gate only). Inside a region (decode's
   // team) one thread routes every token: a nested region costs more than the loop.
   auto route = [&](int i) {
-    return route_token(a.prob + size_t(i) * NC, w.balancing_bias, NC, K, skip, a.choice + size_t(i) * K,
-                       a.gate + size_t(i) * K);
+    return route_token(prob + size_t(i) * NC, balancing_bias, NC, K, skip, choice + size_t(i) * K,
+                       gate + size_t(i) * K);
   };
   double margin = 1e300;
   if (omp_in_parallel()) {
@@ -385,7 +385,7 @@ double moe_router(const RouterActs<T>& a, const T* r_prev, const RouterVectors<T
   product(RouterMatrix::Mlp2, a.h2, a.h0);
   bias_gelu_forward(a.h2, a.pre2, w.mlp2_b, N, R);
   product(RouterMatrix::Mlp4, a.prob, a.h2);
-  return router_choice(a, w, c, N);
+  return router_choice(a.prob, a.choice, a.gate, w.balancing_bias, c, N);
 }
 
 void moe_dispatch(const int32_t* choice, const ModelConfig& c, int N, int64_t* counts_E, int64_t* class_counts,
@@ -604,7 +604,7 @@ void moe_backward(T* dx, T* dW, T* dr_carry, const T* dout, const T* x, const T*
 #define ZAYA_INST(T)                                                                                              \
   template double route_token<T>(const T*, const T*, int, int, int, int32_t*, T*);                              \
   template void router_input<T>(T*, T*, T*, const T*, const T*, const RouterVectors<T>&, const ModelConfig&, int); \
-  template double router_choice<T>(const RouterActs<T>&, const RouterVectors<T>&, const ModelConfig&, int);        \
+  template double router_choice<T>(T*, int32_t*, T*, const T*, const ModelConfig&, int);                          \
   template double moe_router<T>(const RouterActs<T>&, const T*, const RouterVectors<T>&, const ModelConfig&, int, \
                                 RouterProduct<T>);                                                                \
   template void moe_gather<T>(T*, const T*, const int64_t*, int, int, int, const bf16*, bf16*);                   \

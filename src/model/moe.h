@@ -117,13 +117,14 @@ double moe_router(const RouterActs<T>& a, const T* r_prev, const RouterVectors<T
                   RouterProduct<T> product);
 // moe_router's steps around its products, for a caller that runs the products itself
 // (decode's team). router_input: r = r_in + down bias (+ EDA of r_prev), then zn = RMSNorm(r)
-// (r may be r_in). router_choice: a.prob holds the class logits on entry; softmax and the
-// biased top-k with the MoD rule into a.prob, a.choice, a.gate; returns the smallest gap.
+// (r may be r_in). router_choice: prob [N, NC] holds the class logits on entry; softmax in
+// place and the biased top-k (balancing_bias [NC]) with the MoD rule into choice and gate
+// [N, K]; returns the smallest gap.
 template <class T>
 void router_input(T* r_NR, T* zn_NR, T* rstd_N, const T* r_in_NR, const T* r_prev_NR, const RouterVectors<T>& w,
                   const ModelConfig& c, int N);
 template <class T>
-double router_choice(const RouterActs<T>& a, const RouterVectors<T>& w, const ModelConfig& c, int N);
+double router_choice(T* prob_NC, int32_t* choice_NK, T* gate_NK, const T* balancing_bias, const ModelConfig& c, int N);
 // Dropless dispatch, a stable counting sort of the routed slots by expert: counts_E [E] rows
 // per expert, class_counts [NC] (nullable) tokens per class incl. skip, slot_row [N*K] the
 // slot's row in the expert-sorted arrays (-1 for the skip class).
