@@ -243,6 +243,18 @@ TEST(InferBf16, TeamSplitEqualsOneCall) {
             for (size_t i = 0; i < team.size(); ++i)
               ASSERT_NEAR(team[i], one[i], 1e-4 * (1 + std::fabs(one[i]))) << "M " << M << " threads " << threads;
           }
+          // Stealing (kernels/team_rows.h): six products back to back, no barrier between.
+          if (!exact) continue;
+          TeamSteal steal;
+          steal.reset(threads);
+          std::vector<std::vector<float>> ys(6, std::vector<float>(size_t(M) * N, 0.f));
+#pragma omp parallel num_threads(threads)
+          for (auto& y : ys)
+            linear_bf16_team(y.data(), N, x.data(), K, w.data(), M, N, K, 0.f,
+                             cuts[ci].empty() ? nullptr : cuts[ci].data(), &steal);
+          for (const auto& y : ys)
+            EXPECT_EQ(one, y) << linear_bf16_kernel() << " M " << M << " N " << N << " threads " << threads
+                              << " stealing";
         }
         linear_bf16_force(KernelTier::Auto);
       }

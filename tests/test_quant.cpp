@@ -305,6 +305,16 @@ TEST(QuantKernels, TeamCutsDoNotChangeResults) {
         linear_quant_team(t, team.data(), N, x.data(), K, W.data(), M, N, K, 0.f, c.empty() ? nullptr : c.data());
         ASSERT_EQ(team, one) << qtype_name(uint32_t(t)) << " M=" << M << " threads=" << threads
                              << (c.empty() ? " even" : " cut") << (c.size() > 1 ? c[1] : 0.f);
+        // With stealing: ten products back to back in one region, no barrier between them.
+        TeamSteal steal;
+        steal.reset(threads);
+        std::vector<std::vector<float>> ys(10, std::vector<float>(one.size(), -1.f));
+#pragma omp parallel num_threads(threads)
+        for (auto& y : ys)
+          linear_quant_team(t, y.data(), N, x.data(), K, W.data(), M, N, K, 0.f, c.empty() ? nullptr : c.data(), &steal);
+        for (const auto& y : ys)
+          ASSERT_EQ(y, one) << qtype_name(uint32_t(t)) << " M=" << M << " threads=" << threads << " stealing"
+                            << (c.empty() ? " even" : " cut") << (c.size() > 1 ? c[1] : 0.f);
       }
     }
   }

@@ -153,22 +153,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void stream_rows(float* y
   }
 }
 
-// Rows [n0, n1) as S parts whose lengths differ by at most one: all S streams for the
-// common length, then the parts' extra rows one stream each.
-template <int S, int MR>
-void streams_native(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int n1, int K, float beta,
-                    int lead) {
-  const int rows = n1 - n0, base = rows / S, extra = rows % S;
-  int start[S];
-  for (int p = 0; p < S; ++p) start[p] = n0 + p * base + std::min(p, extra);
-  if (base > 0) stream_rows<S, MR>(y, ldy, xb, Kp, W, start, base, K, beta, lead);
-  for (int p = 0; p < extra; ++p) {
-    const int row = start[p] + base;
-    stream_rows<1, MR>(y, ldy, xb, Kp, W, &row, 1, K, beta, lead);
-  }
-}
-
-// x rows up to which decode uses streams_native (more go to the block kernel, then oneDNN).
+// x rows up to which decode uses the stream kernels (more go to the block kernel, then oneDNN).
 constexpr int kStreamRows = 8;
 constexpr int kStreams = 4;  // 8 streams read slower than 4 (45 against 56 GB/s)
 
@@ -205,19 +190,6 @@ __attribute__((target("avx2,fma"))) void stream_rows_avx2(float* y, int ldy, con
   }
 }
 
-// Rows [n0, n1) as in streams_native.
-template <int S, int MR>
-void streams_avx2(float* y, int ldy, const float* xf, const bf16* W, int n0, int n1, int K, float beta) {
-  const int rows = n1 - n0, base = rows / S, extra = rows % S;
-  int start[S];
-  for (int p = 0; p < S; ++p) start[p] = n0 + p * base + std::min(p, extra);
-  if (base > 0) stream_rows_avx2<S, MR>(y, ldy, xf, W, start, base, K, beta);
-  for (int p = 0; p < extra; ++p) {
-    const int row = start[p] + base;
-    stream_rows_avx2<1, MR>(y, ldy, xf, W, &row, 1, K, beta);
-  }
-}
-
 // Elements between W and the 64-byte boundary before it, when every row starts as far from
 // one (K % 32 == 0); 0 otherwise (then loads are unaligned).
 int weight_lead(const bf16* W, int K) {
@@ -225,41 +197,84 @@ int weight_lead(const bf16* W, int K) {
   return K % 32 == 0 && a % 2 == 0 ? int(a % 64 / 2) : 0;
 }
 
-void decode_rows(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int n1, int M, int K, float beta,
-                 int lead) {
-  switch (M) {
-    case 1: return streams_native<kStreams, 1>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
-    case 2: return streams_native<kStreams, 2>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
-    case 3: return streams_native<kStreams, 3>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
-    case 4: return streams_native<kStreams, 4>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
-    // Batched decode: 3 streams x up to 8 x rows keep 24 accumulators in registers (batch 8
-    // on ZAYA1-base: 172-178 ms/step, 2 streams 194-204, the block kernel 236-241).
-    case 5: return streams_native<3, 5>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
-    case 6: return streams_native<3, 6>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
-    case 7: return streams_native<3, 7>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
-    default: return streams_native<3, 8>(y, ldy, xb, Kp, W, n0, n1, K, beta, lead);
-  }
+// Rows start[p] + k0 + r (r < count, p < S) against MR x rows: S the kernel's streams
+// (decode_streams) or 1 (a share's extra rows).
+template <int MR>
+void steps_native(float* y, int ldy, const bf16* xl, int Kl, const bf16* W, const int* start, int S, int k0, int count,
+                  int K, float beta, int lead) {
+  int s[RowStreams::kMax];
+  for (int p = 0; p < S; ++p) s[p] = start[p] + k0;
+  if (S == kStreams) return stream_rows<kStreams, MR>(y, ldy, xl, Kl, W, s, count, K, beta, lead);
+  if (S == 3) return stream_rows<3, MR>(y, ldy, xl, Kl, W, s, count, K, beta, lead);
+  for (int p = 0; p < S; ++p) stream_rows<1, MR>(y, ldy, xl, Kl, W, s + p, count, K, beta, lead);
+}
+template <int MR>
+void steps_avx2(float* y, int ldy, const float* xf, const bf16* W, const int* start, int S, int k0, int count, int K,
+                float beta) {
+  int s[RowStreams::kMax];
+  for (int p = 0; p < S; ++p) s[p] = start[p] + k0;
+  if (S == kStreams) return stream_rows_avx2<kStreams, MR>(y, ldy, xf, W, s, count, K, beta);
+  if (S == 2) return stream_rows_avx2<2, MR>(y, ldy, xf, W, s, count, K, beta);
+  for (int p = 0; p < S; ++p) stream_rows_avx2<1, MR>(y, ldy, xf, W, s + p, count, K, beta);
 }
 
-// Rows [n0, n1) of a decode product on this thread: x rounded (shifted for aligned loads of
-// W) into this thread's buffer, then the stream kernel.
-void decode_range(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int K, float beta, int n0,
-                  int n1) {
+// A decode product's x on this thread, as the stream kernels read it: rounded to bf16 and
+// shifted by W's lead (aligned loads of W), or for AVX2 rounded and widened. Each thread
+// prepares x itself (a few KB): cheaper than a barrier.
+struct DecodeX {
+  const bf16* xl = nullptr;
+  const float* xf = nullptr;
+  int Kl = 0, lead = 0;
+  int streams = kStreams;  // side by side: S x MR accumulators must stay in registers
+};
+DecodeX decode_x(const float* x, int ldx, const bf16* W, int M, int K) {
+  DecodeX d;
   if (tier() == Tier::Avx2) {
     static thread_local std::vector<float> xf;
     round_widen(xf, x, ldx, M, K);
-    if (n1 <= n0) return;
+    d.xf = xf.data();
+    d.streams = M <= 2 ? kStreams : 2;
+    return d;
+  }
+  d.lead = weight_lead(W, K);
+  d.Kl = (K + d.lead + 31) / 32 * 32;
+  static thread_local std::vector<bf16> xl;
+  round_rows(xl, x, ldx, M, K, d.Kl, d.lead);
+  d.xl = xl.data();
+  // Batched decode: 3 streams x up to 8 x rows keep 24 accumulators in registers (batch 8
+  // on ZAYA1-base: 172-178 ms/step, 2 streams 194-204, the block kernel 236-241).
+  d.streams = M <= 4 ? kStreams : 3;
+  return d;
+}
+void decode_steps(const DecodeX& d, float* y, int ldy, const bf16* W, int M, int K, float beta, const int* start, int S,
+                  int k0, int count) {
+  if (d.xf) {
     switch (M) {
-      case 1: return streams_avx2<kStreams, 1>(y, ldy, xf.data(), W, n0, n1, K, beta);
-      case 2: return streams_avx2<kStreams, 2>(y, ldy, xf.data(), W, n0, n1, K, beta);
-      case 3: return streams_avx2<2, 3>(y, ldy, xf.data(), W, n0, n1, K, beta);
-      default: return streams_avx2<2, 4>(y, ldy, xf.data(), W, n0, n1, K, beta);
+      case 1: return steps_avx2<1>(y, ldy, d.xf, W, start, S, k0, count, K, beta);
+      case 2: return steps_avx2<2>(y, ldy, d.xf, W, start, S, k0, count, K, beta);
+      case 3: return steps_avx2<3>(y, ldy, d.xf, W, start, S, k0, count, K, beta);
+      default: return steps_avx2<4>(y, ldy, d.xf, W, start, S, k0, count, K, beta);
     }
   }
-  const int lead = weight_lead(W, K), Kl = (K + lead + 31) / 32 * 32;
-  static thread_local std::vector<bf16> xl;
-  round_rows(xl, x, ldx, M, K, Kl, lead);
-  if (n1 > n0) decode_rows(y, ldy, xl.data(), Kl, W, n0, n1, M, K, beta, lead);
+  switch (M) {
+    case 1: return steps_native<1>(y, ldy, d.xl, d.Kl, W, start, S, k0, count, K, beta, d.lead);
+    case 2: return steps_native<2>(y, ldy, d.xl, d.Kl, W, start, S, k0, count, K, beta, d.lead);
+    case 3: return steps_native<3>(y, ldy, d.xl, d.Kl, W, start, S, k0, count, K, beta, d.lead);
+    case 4: return steps_native<4>(y, ldy, d.xl, d.Kl, W, start, S, k0, count, K, beta, d.lead);
+    case 5: return steps_native<5>(y, ldy, d.xl, d.Kl, W, start, S, k0, count, K, beta, d.lead);
+    case 6: return steps_native<6>(y, ldy, d.xl, d.Kl, W, start, S, k0, count, K, beta, d.lead);
+    case 7: return steps_native<7>(y, ldy, d.xl, d.Kl, W, start, S, k0, count, K, beta, d.lead);
+    default: return steps_native<8>(y, ldy, d.xl, d.Kl, W, start, S, k0, count, K, beta, d.lead);
+  }
+}
+
+// Rows [n0, n1) of a decode product on this thread (M <= the stream kernels' rows).
+void decode_range(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int K, float beta, int n0,
+                  int n1) {
+  const DecodeX d = decode_x(x, ldx, W, M, K);
+  run_streams({n0, n1}, d.streams, [&](const int* start, int S, int k0, int count) {
+    decode_steps(d, y, ldy, W, M, K, beta, start, S, k0, count);
+  });
 }
 
 void block_portable(float* y, int ldy, const bf16* xb, int Kp, const bf16* W, int n0, int nr, int m0, int mr, int K,
@@ -383,22 +398,25 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
 
 int linear_bf16_team_cut_rows() { return tier() == Tier::Avx2 ? std::numeric_limits<int>::max() : stream_rows(); }
 
-void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta,
-                      const float* cuts) {
-  if (M <= 0 || N <= 0) return;
-  // Each thread rounds x itself (a few KB): cheaper than a barrier.
+int linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta,
+                     const float* cuts, TeamSteal* steal) {
+  if (M <= 0 || N <= 0) return 0;
   if (M <= stream_rows()) {
-    // One contiguous range of rows per thread (2, 4 or geometrically shrinking ranges per
-    // thread, taken dynamically, were no faster: each range's streams ramp up anew).
-    const RowRange r = team_rows(N, cuts);
-    return decode_range(y, ldy, x, ldx, W, M, K, beta, r.n0, r.n1);
+    // One contiguous share of rows per thread, its streams read on from claim to claim (2, 4
+    // or geometrically shrinking ranges per thread, taken dynamically, were no faster: each
+    // range's streams ramp up anew); steps of slower threads' shares after it.
+    const DecodeX d = decode_x(x, ldx, W, M, K);
+    const int batch = std::max(1, int(16384 / (size_t(d.streams) * K * sizeof(bf16))));  // claims of ~16 KB of W
+    return team_steps(N, cuts, d.streams, batch, steal, [&](const int* start, int S, int k0, int count) {
+      decode_steps(d, y, ldy, W, M, K, beta, start, S, k0, count);
+    });
   }
   if (tier() == Tier::Avx2) {  // as linear_bf16: 4 x rows at a time over this thread's share
     const RowRange r = team_rows(N, cuts);
     for (int m0 = 0; m0 < M; m0 += kAvx2StreamRows)
       decode_range(y + size_t(m0) * ldy, ldy, x + size_t(m0) * ldx, ldx, W, std::min(kAvx2StreamRows, M - m0), K,
                    beta, r.n0, r.n1);
-    return;
+    return r.n1 - r.n0;
   }
   static thread_local std::vector<bf16> xb;
   const int Kp = (K + 31) / 32 * 32;
@@ -414,6 +432,7 @@ void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W,
       run_blocks(y + size_t(mt) * ldy, ldy, xb.data() + size_t(mt) * Kp, Kp, W, mr, N, K, beta, ci * chunk,
                  std::min(blocks, (ci + 1) * chunk));
   }
+  return 0;  // (dynamic blocks: not counted per thread)
 }
 
 }  // namespace zaya

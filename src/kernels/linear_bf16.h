@@ -10,6 +10,7 @@
 
 #include "core/bf16.h"
 #include "kernels/kernel_tier.h"
+#include "kernels/team_rows.h"
 
 namespace zaya {
 
@@ -23,12 +24,14 @@ void linear_bf16(float* y, int ldy, const float* x, int ldx, const bf16* W, int 
 // The same product inside an OpenMP region that is already running (decode runs a whole
 // token in one region: a fork/join per product costs as much as a small product): every
 // thread of the team calls it with the same arguments and computes one contiguous share of
-// the output rows (even, or as `cuts` give them: kernels/team_rows.h). No barrier at the end:
-// the caller places one before y is read. More than linear_bf16_team_cut_rows() rows of x
-// take blocks of W rows dynamically instead, and ignore `cuts` (with the AVX2 kernel, every
-// count of rows takes `cuts`: it runs 4 x rows at a time over the thread's share).
-void linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K,
-                      float beta = 0.f, const float* cuts = nullptr);
+// the output rows (even, or as `cuts` give them), and with `steal` also steps of other
+// threads' shares left when its own is done (kernels/team_rows.h). No barrier at the end:
+// the caller places one before y is read. Returns the rows this thread computed. More than
+// linear_bf16_team_cut_rows() rows of x take blocks of W rows dynamically instead, ignore
+// `cuts` and return 0 (with the AVX2 kernel, every count of rows takes `cuts`, without
+// stealing above 4 rows: it runs 4 x rows at a time over the thread's share).
+int linear_bf16_team(float* y, int ldy, const float* x, int ldx, const bf16* W, int M, int N, int K, float beta = 0.f,
+                     const float* cuts = nullptr, TeamSteal* steal = nullptr);
 int linear_bf16_team_cut_rows();
 
 // Which kernel runs: "avx512bf16", "avx2" or "portable". linear_bf16_force caps the tier for

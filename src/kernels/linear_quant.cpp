@@ -248,17 +248,15 @@ float row_portable(QType t, const uint8_t* wr, const XQ& xq, int m) {
   return float(acc);
 }
 
-// W rows [n0, n1) against the M prepared x rows; each W row is read once (it stays in L1
-// while groups of 4 x rows pass over it). The rows are cut into kStreams contiguous parts
-// read side by side (see the kernels above).
-void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int n0, int n1, float beta) {
+// W rows start[p] + k0 + r (r < count, p < S) against the M prepared x rows; each W row is
+// read once (it stays in L1 while groups of 4 x rows pass over it). With one x row and S =
+// kStreams, a row of every stream at once (see the kernels above). Not q4_0 (a fallback
+// type whose AVX-512 kernel is one pair loop per row): it read 7 GB/s that way on 2 threads
+// against 10 row by row.
+void run_rows(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, const int* start, int S, int k0, int count,
+              float beta) {
   const size_t rb = quant::qtype_row_bytes(t, xq.K);
   const Tier tr = tier();
-  const int S = std::min(kStreams, n1 - n0);
-  int start[kStreams + 1];
-  for (int p = 0; p <= S; ++p) start[p] = n0 + int(int64_t(n1 - n0) * p / std::max(S, 1));
-  int rows = 0;
-  for (int p = 0; p < S; ++p) rows = std::max(rows, start[p + 1] - start[p]);
   float out[4 * kStreams];
   auto store = [&](int r, int m0, int mr, const float* o) {
     for (int i = 0; i < mr; ++i) {
@@ -266,11 +264,9 @@ void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int 
       *yo = beta == 0.f ? o[i] : *yo * beta + o[i];
     }
   };
-  int k = 0;
-  // Decode: a row of every stream at once. Not q4_0 (a fallback type whose AVX-512 kernel is
-  // one pair loop per row): it read 7 GB/s that way on 2 threads against 10 row by row.
-  if (tr != Tier::Portable && xq.M == 1 && S == kStreams && t != QType::Q4_0)
-    for (const int common = start[1] - start[0]; k < common; ++k) {  // every stream has >= common rows
+  const bool together = tr != Tier::Portable && xq.M == 1 && S == kStreams && t != QType::Q4_0;
+  for (int k = k0; k < k0 + count; ++k) {
+    if (together) {
       const uint8_t* wr[kStreams];
       for (int p = 0; p < kStreams; ++p) wr[p] = W + size_t(start[p] + k) * rb;
       if (tr == Tier::Vnni512)
@@ -278,11 +274,10 @@ void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int 
       else
         qkern::kern_avx2(t, 1, kStreams, wr, xq, 0, out);
       for (int p = 0; p < kStreams; ++p) store(start[p] + k, 0, 1, &out[p]);
+      continue;
     }
-  for (; k < rows; ++k)
     for (int p = 0; p < S; ++p) {
       const int r = start[p] + k;
-      if (r >= start[p + 1]) continue;
       const uint8_t* wr = W + size_t(r) * rb;
       for (int m0 = 0; m0 < xq.M; m0 += 4) {
         const int mr = std::min(4, xq.M - m0);
@@ -295,6 +290,14 @@ void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int 
         store(r, m0, mr, out);
       }
     }
+  }
+}
+
+// W rows [n0, n1), as kStreams contiguous parts read side by side.
+void rows_range(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, int n0, int n1, float beta) {
+  run_streams({n0, n1}, kStreams, [&](const int* start, int S, int k0, int count) {
+    run_rows(t, y, ldy, xq, W, start, S, k0, count, beta);
+  });
 }
 
 // Prefill: tiles of W rows dequantized to bf16 (all threads), each tile one bf16 GEMM (the
@@ -367,13 +370,16 @@ void linear_quant(QType t, float* y, int ldy, const float* x, int ldx, const voi
   rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), 0, N, beta);
 }
 
-void linear_quant_team(QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
-                       float beta, const float* cuts) {
-  if (M <= 0 || N <= 0) return;
+int linear_quant_team(QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
+                      float beta, const float* cuts, TeamSteal* steal) {
+  if (M <= 0 || N <= 0) return 0;
   static thread_local XQ xq;  // each thread quantizes x itself (a few KB): cheaper than a barrier
   xq.prepare(t, x, ldx, M, K, xlayout());
-  const RowRange r = team_rows(N, cuts);
-  rows_range(t, y, ldy, xq, static_cast<const uint8_t*>(W), r.n0, r.n1, beta);
+  // Claims of ~16 KB of W: a compare-and-swap each, ~0.5 us of reading.
+  const int batch = std::max(1, int(16384 / (kStreams * quant::qtype_row_bytes(t, K))));
+  return team_steps(N, cuts, kStreams, batch, steal, [&](const int* start, int S, int k0, int count) {
+    run_rows(t, y, ldy, xq, static_cast<const uint8_t*>(W), start, S, k0, count, beta);
+  });
 }
 
 }  // namespace zaya

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/kernel_tier.h"
+#include "kernels/team_rows.h"
 #include "quant/blocks.h"
 
 namespace zaya {
@@ -24,10 +25,11 @@ namespace zaya {
 void linear_quant(quant::QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
                   float beta = 0.f);
 // Inside a running OpenMP region, called by every thread with the same arguments: each
-// computes one contiguous share of the output rows (even, or as `cuts` give them:
-// kernels/team_rows.h). No barrier at the end.
-void linear_quant_team(quant::QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
-                       float beta = 0.f, const float* cuts = nullptr);
+// computes one contiguous share of the output rows (even, or as `cuts` give them), and with
+// `steal` (one x row) also steps of other threads' shares left when its own is done
+// (kernels/team_rows.h). No barrier at the end. Returns the rows this thread computed.
+int linear_quant_team(quant::QType t, float* y, int ldy, const float* x, int ldx, const void* W, int M, int N, int K,
+                      float beta = 0.f, const float* cuts = nullptr, TeamSteal* steal = nullptr);
 
 // The decode kernels the process runs: "avx512vnni", "avx2" or "portable", the best the CPU
 // has. linear_quant_force caps them for the whole process (kernels/kernel_tier.h).

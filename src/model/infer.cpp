@@ -36,12 +36,13 @@ void Linear::apply(float* y, int ldy, const float* x, int ldx, int M, float beta
     gemm(Trans::N, Trans::T, M, N, K, 1.f, x, ldx, static_cast<const float*>(w), K, beta, y, ldy);
 }
 
-size_t Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta, const float* cuts) const {
-  if (dtype == WeightDType::BF16) {
-    linear_bf16_team(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta, cuts);
-    if (M > linear_bf16_team_cut_rows()) return 0;
-  } else if (dtype != WeightDType::F32) {
-    linear_quant_team(weight_qtype(dtype), y, ldy, x, ldx, w, M, N, K, beta, cuts);
+size_t Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta, const float* cuts,
+                          TeamSteal* steal) const {
+  if (dtype == WeightDType::BF16)
+    return size_t(linear_bf16_team(y, ldy, x, ldx, static_cast<const bf16*>(w), M, N, K, beta, cuts, steal)) *
+           row_bytes();
+  if (dtype != WeightDType::F32) {
+    return size_t(linear_quant_team(weight_qtype(dtype), y, ldy, x, ldx, w, M, N, K, beta, cuts, steal)) * row_bytes();
   } else {
     // fp32: each thread an even slice of W's rows (BLAS runs single-threaded inside a
     // region; it need not sum a column the same way in slices of other widths).
@@ -51,8 +52,6 @@ size_t Linear::apply_team(float* y, int ldy, const float* x, int ldx, int M, flo
            beta, y + r.n0, ldy);
     return 0;
   }
-  const RowRange r = team_rows(N, cuts);
-  return size_t(r.n1 - r.n0) * row_bytes();
 }
 
 // ---------------------------------------------------------------- model
@@ -178,7 +177,7 @@ void InferDecoder::lin(const Linear& l, float* y, int ldy, const float* x, int l
   count_read(l);
   if (!team_) return l.apply(y, ldy, x, ldx, M, beta);
   const double t0 = now_seconds();
-  const size_t b = l.apply_team(y, ldy, x, ldx, M, beta, balance_.cuts());
+  const size_t b = l.apply_team(y, ldy, x, ldx, M, beta, balance_.cuts(), &steal_);
   const double t1 = now_seconds();
   const int th = omp_get_thread_num();
   if (b) balance_.add(th, t1 - t0, double(b));
@@ -444,6 +443,7 @@ void InferDecoder::run_rows(int rows, F&& f) {
     team_ = true;
     const int nt = omp_get_max_threads();
     if (sync_.size() != nt && SpinBarrier::fits(nt)) sync_.reset(nt);  // (else libgomp's barrier)
+    steal_.reset(nt);
     balance_.start(nt);
     if (profile_) profile_->start(nt);
 #pragma omp parallel num_threads(nt)

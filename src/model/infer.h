@@ -20,6 +20,7 @@
 #include "core/bf16.h"
 #include "core/spin_barrier.h"
 #include "kernels/attention.h"
+#include "kernels/team_rows.h"
 #include "model/decode_profile.h"
 #include "model/model.h"
 #include "model/team_balance.h"
@@ -38,11 +39,12 @@ struct Linear {
   void row(int r, float* out) const;
   void apply(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f) const;
   // Inside a running OpenMP region, called by every thread: each computes a share of the
-  // output rows (kernels/linear_bf16.h, linear_bf16_team). No barrier at the end. Returns the
-  // bytes of W this thread read when its share followed `cuts` (kernels/team_rows.h), 0 when
-  // the product shares its rows its own way (fp32; bf16 over more than a few rows of x).
-  size_t apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f,
-                    const float* cuts = nullptr) const;
+  // output rows (kernels/linear_bf16.h, linear_bf16_team), its share as `cuts` give it, and
+  // with `steal` steps of slower threads' shares (kernels/team_rows.h). No barrier at the end.
+  // Returns the bytes of W this thread read, 0 when the product shares its rows its own way
+  // (fp32; bf16 over more than a few rows of x).
+  size_t apply_team(float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f, const float* cuts = nullptr,
+                    TeamSteal* steal = nullptr) const;
 };
 
 // The weights of a model as views, plus fp32 copies of the small vectors (norms, biases,
@@ -174,6 +176,7 @@ class InferDecoder {
   DecodeProfile* profile_ = nullptr;
   void profiled(DecodeProfile::Zone z, double t0) const;  // the zone took now_seconds() - t0 (team mode)
   TeamBalance balance_;  // the team's share of each product's rows
+  TeamSteal steal_;      // and the steps of them a thread done first takes from the others
 
   const InferModel& m_;
   int batch_, max_len_, cap_ = 0;
