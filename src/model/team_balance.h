@@ -7,6 +7,8 @@
 // not the row's value (kernels/team_rows.h). The gain is smaller than the wait it removes
 // (when one thread stops early the other draws more of the memory bandwidth): zaya generate,
 // alternating runs, q4_k ZAYA1-base +1.6% tokens/s (7 pairs of 8 faster), bf16 +1.3-3%.
+// What the shares miss within a token (a vCPU slowed for a while) a thread done first takes
+// from the back of the slower one's share (kernels/team_rows.h, TeamSteal).
 #pragma once
 #include <algorithm>
 #include <vector>
