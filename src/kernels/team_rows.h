@@ -55,8 +55,14 @@ class TeamSteal {
  public:
   // Outside the region: for a team of nt threads (every word at product 0).
   void reset(int nt) {
-    words_ = std::vector<Word>(size_t(nt));
-    seq_ = std::vector<Word>(size_t(nt));
+    if (int(words_.size()) != nt) {
+      words_ = std::vector<Word>(size_t(nt));
+      seq_ = std::vector<Word>(size_t(nt));
+    }
+    for (size_t t = 0; t < size_t(nt); ++t) {
+      words_[t].v.store(0, std::memory_order_relaxed);
+      seq_[t].v.store(0, std::memory_order_relaxed);
+    }
   }
   int size() const { return int(words_.size()); }
   // Thread t: the number of the product it starts (every thread of the team starts the same
