@@ -4,7 +4,8 @@
 // with nothing in between. Then the same with the experts alone, without them, and the LM
 // head alone. It shows how fast the kernel streams each kind of matrix on its own; compare
 // with bench_zaya1_base's decode split. On the 2-core dev VM (one pass, a fast minute): layers
-// 55-56 GB/s, experts alone 64-66, without experts 49-53, LM head 68-71.
+// 55-56 GB/s, experts alone 64-66, without experts 49-53, LM head 68-71. Passes alternate even
+// shares and even shares with stealing (kernels/team_rows.h), as the decoder runs them.
 //   bench_decode_stream DIR [--tokens N] [--seed S]     (DIR: an HF directory, bf16)
 #include <omp.h>
 
@@ -25,14 +26,16 @@ using namespace zaya;
 namespace {
 
 // GB/s of one pass of `seq` in one region (every thread calls every product, a barrier after
-// each, as decode does).
-double stream(const std::vector<const Linear*>& seq, std::vector<float>& x, std::vector<float>& y) {
+// each, as decode does), with even shares, and with stealing as the decoder has it.
+double stream(const std::vector<const Linear*>& seq, std::vector<float>& x, std::vector<float>& y, bool steal) {
   double bytes = 0;
   for (const Linear* l : seq) bytes += double(l->bytes());
+  TeamSteal team;
+  team.reset(omp_get_max_threads());
   Timer t;
 #pragma omp parallel
   for (const Linear* l : seq) {
-    l->apply_team(y.data(), l->N, x.data(), l->K, 1);
+    l->apply_team(y.data(), l->N, x.data(), l->K, 1, 0.f, nullptr, steal ? &team : nullptr);
 #pragma omp barrier
   }
   return bytes / t.seconds() / 1e9;
@@ -72,11 +75,12 @@ int main(int argc, char** argv) {
     std::vector<float> x(width, 0.01f), y(width);
     std::printf("%s: %d threads, kernel %s, %d tokens\n", dir.c_str(), omp_get_max_threads(), linear_bf16_kernel(),
                 tokens);
-    for (int pass = 0; pass < 2; ++pass) {  // the first pass also faults in what populate left
-      const double a = stream(all, x, y), e = stream(experts, x, y), r = stream(rest, x, y);
-      const double h = stream(std::vector<const Linear*>(3, &m.embed), x, y);
-      std::printf("pass %d: layers %.1f GB/s | experts alone %.1f | layers without experts %.1f | LM head %.1f\n",
-                  pass, a, e, r, h);
+    for (int pass = 0; pass < 4; ++pass) {  // the first pass also faults in what populate left
+      const bool steal = pass % 2;  // alternated
+      const double a = stream(all, x, y, steal), e = stream(experts, x, y, steal), r = stream(rest, x, y, steal);
+      const double h = stream(std::vector<const Linear*>(3, &m.embed), x, y, steal);
+      std::printf("pass %d%s: layers %.1f GB/s | experts alone %.1f | layers without experts %.1f | LM head %.1f\n",
+                  pass, steal ? " (stealing)" : "", a, e, r, h);
     }
     return 0;
   } catch (const Error& e) {
