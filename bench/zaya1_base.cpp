@@ -13,6 +13,9 @@
 // roofline ratio of each against the triad measured around it, speed-up), the peak RSS of
 // each, the logit and log-prob errors of the quantized model against bf16, and whether each
 // runs under a 16 GB address-space limit (a child process with RLIMIT_AS = 16 GiB).
+// --rounds N (with --quant): N alternated pairs of the two decodes (each model loaded anew; the
+// first pair also scores and compares logits), each pair's ratios, then their medians: a VM's
+// memory bandwidth moves minute to minute, and one pair is one minute.
 #include <omp.h>
 
 #include <algorithm>
@@ -44,7 +47,7 @@ struct Args {
   std::string kv = "bf16";
   bool keep = false, reuse = false;
   double triad_gbs = 0;
-  int prompt = 512, steps = 16, batch = 8, threads = 0;
+  int prompt = 512, steps = 16, batch = 8, threads = 0, rounds = 1;
 };
 
 Args parse(int argc, char** argv) {
@@ -65,11 +68,13 @@ Args parse(int argc, char** argv) {
     else if (k == "--batch") a.batch = std::atoi(val().c_str());
     else if (k == "--threads") a.threads = std::atoi(val().c_str());
     else if (k == "--quant") a.quant = val();
+    else if (k == "--rounds") a.rounds = std::atoi(val().c_str());
     else if (k == "--kv") a.kv = val();
     else if (k == "--limit-child") a.limit_child = val();
     else fail("unknown option ", k, " (see the comment at the top of bench/zaya1_base.cpp)");
   }
-  ZAYA_CHECK(a.prompt > 0 && a.steps > 0 && a.batch > 0, "--prompt, --steps and --batch must be positive");
+  ZAYA_CHECK(a.prompt > 0 && a.steps > 0 && a.batch > 0 && a.rounds > 0,
+             "--prompt, --steps, --batch and --rounds must be positive");
   return a;
 }
 
@@ -130,7 +135,8 @@ int main(int argc, char** argv) {
       std::printf("wrote %s: %.2f GB in %.1f s\n", a.dir.c_str(), bytes / 1e9, tw.seconds());
     }
     if (!a.quant.empty()) {
-      QuantBenchArgs q{a.dir, a.quant, a.config, a.kv == "fp32", a.reuse, a.prompt, a.steps, threads, a.triad_gbs, triad};
+      QuantBenchArgs q{a.dir,  a.quant, a.config, a.kv == "fp32", a.reuse, a.prompt,
+                       a.steps, threads, a.triad_gbs, triad, a.rounds};
       run_quant_bench(q, cfg);
       if (!a.keep) {
         fs::remove_all(a.dir);

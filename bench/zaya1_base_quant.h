@@ -31,6 +31,7 @@ struct QuantBenchArgs {
   bool kv_fp32 = false, reuse = false;
   int prompt = 512, steps = 16, threads = 1;
   double triad_given = 0, triad_start = 0;
+  int rounds = 1;  // alternated pairs of the two decodes
 };
 
 inline void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
@@ -61,8 +62,9 @@ struct ModelRun {
   std::vector<double> logprobs;
 };
 
+// `score`: also the log-probs of a fixed sequence (the first round; later rounds time decode).
 inline ModelRun run_model(const std::string& name, const std::string& dir, const ModelConfig& cfg,
-                          const QuantBenchArgs& a) {
+                          const QuantBenchArgs& a, bool score = true) {
   ModelRun r;
   r.name = name;
   reset_peak();
@@ -110,9 +112,11 @@ inline ModelRun run_model(const std::string& name, const std::string& dir, const
     r.triad = 0.5 * (tr0 + tr1);
     r.bytes_per_token = bytes / a.steps;
     // Log-probs of a fixed 256-token sequence (a fresh context).
-    InferDecoder lp(model, 1, 260, kv);
-    const auto seq = random_ids(256, V, 3);
-    r.logprobs = lp.logprobs(seq.data(), 256, 128);
+    if (score) {
+      InferDecoder lp(model, 1, 260, kv);
+      const auto seq = random_ids(256, V, 3);
+      r.logprobs = lp.logprobs(seq.data(), 256, 128);
+    }
     r.peak_rss = std::max(peak, peak_rss_bytes());
   }
   std::printf("%-5s load %.1f s, prefill %d tokens %.2f s (%.1f tokens/s), decode %.2f tokens/s (%.1f ms/token), "
@@ -209,19 +213,46 @@ inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
     std::printf("models %.2f GB together, memory %.2f GB: each is timed with the other's files dropped from the page "
                 "cache\n",
                 both / 1e9, total / 1e9);
-  if (drop) drop_from_page_cache(qdir);
-  const ModelRun b = run_model("bf16", a.dir, cfg, a);
-  if (drop) drop_from_page_cache(a.dir);
-  const ModelRun q = run_model(a.type, qdir, cfg, a);
-  const double sb = a.steps / b.decode_s, sq = a.steps / q.decode_s;
-  std::printf("speed-up %s / bf16: %.2fx tokens/s (%.2f vs %.2f); bytes/token %.3f vs %.3f GB (%.2fx fewer)\n",
-              a.type.c_str(), sq / sb, sq, sb, q.bytes_per_token / 1e9, b.bytes_per_token / 1e9,
-              b.bytes_per_token / q.bytes_per_token);
-  // The two decodes run minutes apart, and a VM's memory bandwidth can move by 1.5x in that
-  // time: each rate over the triad measured around it puts both at the same bandwidth.
-  std::printf("speed-up %s / bf16 at the same triad bandwidth: %.2fx (tokens/s per triad GB/s: %.3f vs %.3f)\n",
-              a.type.c_str(), (sq / q.triad) / (sb / b.triad), sq / q.triad, sb / b.triad);
-  logit_stats(b, q);
+  ModelRun b0, q0;  // the first pair: logits and log-probs compared
+  std::vector<double> in_run, same_triad, roof_b, roof_q;
+  for (int round = 0; round < a.rounds; ++round) {
+    if (a.rounds > 1) std::printf("-- round %d of %d\n", round + 1, a.rounds);
+    if (drop) drop_from_page_cache(qdir);
+    ModelRun b = run_model("bf16", a.dir, cfg, a, round == 0);
+    if (drop) drop_from_page_cache(a.dir);
+    ModelRun q = run_model(a.type, qdir, cfg, a, round == 0);
+    const double sb = a.steps / b.decode_s, sq = a.steps / q.decode_s;
+    std::printf("speed-up %s / bf16: %.2fx tokens/s (%.2f vs %.2f); bytes/token %.3f vs %.3f GB (%.2fx fewer)\n",
+                a.type.c_str(), sq / sb, sq, sb, q.bytes_per_token / 1e9, b.bytes_per_token / 1e9,
+                b.bytes_per_token / q.bytes_per_token);
+    // The two decodes run minutes apart, and a VM's memory bandwidth can move by 1.5x in that
+    // time: each rate over the triad measured around it puts both at the same bandwidth.
+    std::printf("speed-up %s / bf16 at the same triad bandwidth: %.2fx (tokens/s per triad GB/s: %.3f vs %.3f)\n",
+                a.type.c_str(), (sq / q.triad) / (sb / b.triad), sq / q.triad, sb / b.triad);
+    in_run.push_back(sq / sb);
+    same_triad.push_back((sq / q.triad) / (sb / b.triad));
+    roof_b.push_back(b.bytes_per_token / (b.triad * 1e9) / (b.decode_s / a.steps));
+    roof_q.push_back(q.bytes_per_token / (q.triad * 1e9) / (q.decode_s / a.steps));
+    if (round == 0) b0 = std::move(b), q0 = std::move(q);
+    std::fflush(stdout);
+  }
+  if (a.rounds > 1) {
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    auto range = [](const std::vector<double>& v) {
+      return std::pair{*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+    };
+    std::printf("median of %d rounds: speed-up %s / bf16 %.2fx in the round (%.2f-%.2f), %.2fx at the same triad "
+                "(%.2f-%.2f); roofline ratio bf16 %.2f (%.2f-%.2f), %s %.2f (%.2f-%.2f)\n",
+                a.rounds, a.type.c_str(), median(in_run), range(in_run).first, range(in_run).second,
+                median(same_triad), range(same_triad).first, range(same_triad).second, median(roof_b),
+                range(roof_b).first, range(roof_b).second, a.type.c_str(), median(roof_q), range(roof_q).first,
+                range(roof_q).second);
+  }
+  logit_stats(b0, q0);
   for (const auto& [name, dir] : {std::pair{std::string("bf16"), a.dir}, std::pair{a.type, qdir}}) {
     const int rc = limit_test(dir, a.config, a.kv_fp32);
     std::printf("16 GB limit (RLIMIT_AS = 16 GiB, load + prefill 32 + decode 8): %s %s (exit %d)\n", name.c_str(),
