@@ -13,9 +13,10 @@
 // roofline ratio of each against the triad measured around it, speed-up), the peak RSS of
 // each, the logit and log-prob errors of the quantized model against bf16, and whether each
 // runs under a 16 GB address-space limit (a child process with RLIMIT_AS = 16 GiB).
-// --rounds N (with --quant): N alternated pairs of the two decodes (each model loaded anew; the
-// first pair also scores and compares logits), each pair's ratios, then their medians: a VM's
-// memory bandwidth moves minute to minute, and one pair is one minute.
+// --rounds N (with --quant): N pairs of the two decodes, bf16 first in odd rounds and second in
+// even ones (each model loaded anew; the first pair also scores and compares logits), each
+// pair's ratios, then their medians: a VM's memory bandwidth moves minute to minute, and one
+// pair is one minute.
 #include <omp.h>
 
 #include <algorithm>

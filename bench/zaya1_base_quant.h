@@ -217,10 +217,20 @@ inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
   std::vector<double> in_run, same_triad, roof_b, roof_q;
   for (int round = 0; round < a.rounds; ++round) {
     if (a.rounds > 1) std::printf("-- round %d of %d\n", round + 1, a.rounds);
-    if (drop) drop_from_page_cache(qdir);
-    ModelRun b = run_model("bf16", a.dir, cfg, a, round == 0);
-    if (drop) drop_from_page_cache(a.dir);
-    ModelRun q = run_model(a.type, qdir, cfg, a, round == 0);
+    // The order alternates (bf16 first in odd rounds): whatever the first decode leaves
+    // behind (memory, the page cache) falls on each model in turn.
+    ModelRun b, q;
+    if (round % 2 == 0) {
+      if (drop) drop_from_page_cache(qdir);
+      b = run_model("bf16", a.dir, cfg, a, round == 0);
+      if (drop) drop_from_page_cache(a.dir);
+      q = run_model(a.type, qdir, cfg, a, round == 0);
+    } else {
+      if (drop) drop_from_page_cache(a.dir);
+      q = run_model(a.type, qdir, cfg, a, false);
+      if (drop) drop_from_page_cache(qdir);
+      b = run_model("bf16", a.dir, cfg, a, false);
+    }
     const double sb = a.steps / b.decode_s, sq = a.steps / q.decode_s;
     std::printf("speed-up %s / bf16: %.2fx tokens/s (%.2f vs %.2f); bytes/token %.3f vs %.3f GB (%.2fx fewer)\n",
                 a.type.c_str(), sq / sb, sq, sb, q.bytes_per_token / 1e9, b.bytes_per_token / 1e9,
