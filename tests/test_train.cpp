@@ -225,6 +225,51 @@ TEST(Trainer, ExactResumeAcrossAPhaseSwitch) {
   }
 }
 
+// bf16 (the master weights split in place between steps, model/split_master.h, and plain in
+// the checkpoint): a run stopped and resumed inside phase 2 gives the uninterrupted run's
+// losses, weights and optimizer state bit for bit.
+TEST(Trainer, Bf16ExactResume) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  struct Restore {
+    GemmPrecision prev = gemm_settings().precision;
+    ~Restore() { gemm_settings().precision = prev; }
+  } restore;
+  TempDir d("resume16");
+  write_sources(d);
+  RunConfig c = parse_run_config(run_toml(d), "t.toml");
+  c.bf16 = true;
+  std::vector<double> straight, resumed;
+  std::vector<float> params, m1;
+  {
+    c.out_dir = d / "straight";
+    c.ckpt_dir = d / "straight/ckpt";
+    TrainerHooks hooks;
+    hooks.on_step = [&](const StepRecord& r) { straight.push_back(r.loss); };
+    Trainer t(c, quiet(), hooks);
+    t.run();
+    params = t.model().params;
+    m1 = t.optimizer().m();
+  }
+  ASSERT_EQ(straight.size(), 6u);
+  c.out_dir = d / "split";
+  c.ckpt_dir = d / "split/ckpt";
+  {
+    Trainer t(c, quiet(4));
+    t.run();
+  }
+  TrainerHooks hooks;
+  hooks.on_step = [&](const StepRecord& r) { resumed.push_back(r.loss); };
+  Trainer t(c, quiet(-1, true), hooks);
+  EXPECT_EQ(t.step(), 4);
+  t.run();
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_EQ(resumed[0], straight[4]);
+  EXPECT_EQ(resumed[1], straight[5]);
+  EXPECT_EQ(t.model().params, params);
+  EXPECT_EQ(t.optimizer().m(), m1);
+  EXPECT_TRUE(t.model().params_bf16.empty());  // no second copy of the weights
+}
+
 TEST(Trainer, PhaseSwitchChangesLengthMixtureAndRope) {
   TempDir d("phase");
   write_sources(d);

@@ -425,7 +425,7 @@ TEST(TrainBf16, OptimizerWritesTheRoundedWeightsInItsPass) {
     std::vector<bf16> p16(m.params.size(), bf16{0x7fc0});  // NaN everywhere: every element must be written
     opt.step(m.params.data(), m.grads.data(), 1e-2, 1.0, p16.data());
     for (size_t i = 0; i < p16.size(); ++i)
-      ASSERT_EQ(p16[i].bits, to_bf16(m.params[i]).bits) << optimizer_kind_name(kind) << " element " << i;
+      ASSERT_EQ(p16[i].bits, to_bf16_weight(m.params[i]).bits) << optimizer_kind_name(kind) << " element " << i;
   }
 }
 

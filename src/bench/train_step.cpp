@@ -18,6 +18,7 @@ TrainStepResult measure_train_step(const ModelConfig& cfg, const TrainStepOption
   }
   Model<float> m(cfg);
   m.init(1234);
+  m.use_split_master(o.bf16 && bf16_gemm_supported());  // as the trainer: no second copy of the weights
   Optimizer opt(m.layout.params, o.optimizer);
   const int N = o.batch * o.seq;
   std::vector<int32_t> ids(size_t(N) + 1);
@@ -46,7 +47,7 @@ TrainStepResult measure_train_step(const ModelConfig& cfg, const TrainStepOption
     {
       ZAYA_PROFILE("optimizer");
       bf16* p16 = m.bf16_weights();  // bf16 GEMMs: the weights' copy, written in the same pass
-      opt.step(m.params.data(), m.grads.data(), 1e-4, 1.0, p16);
+      opt.step(m.params.data(), m.grads.data(), 1e-4, 1.0, p16, m.split_master());
       if (p16) m.mark_bf16_weights_current();
     }
     double t_o = t.seconds();

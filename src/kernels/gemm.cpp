@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -62,9 +63,14 @@ const char* gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::BF
 
 // Measured (README "GEMM engines"): OpenBLAS sgemm beats oneDNN fp32 on the model's shapes;
 // OpenBLAS has no bf16 GEMM, so bf16 goes to our AMX kernel where the CPU has AMX, else oneDNN.
-static Bf16Mirror g_mirror;
-void gemm_set_bf16_mirror(const Bf16Mirror& m) { g_mirror = m; }
-const Bf16Mirror& gemm_bf16_mirror() { return g_mirror; }
+static std::vector<Bf16Mirror> g_mirrors;  // sorted by base
+void gemm_set_bf16_mirrors(std::vector<Bf16Mirror> m) {
+  std::erase_if(m, [](const Bf16Mirror& x) { return !x.data; });
+  std::sort(m.begin(), m.end(), [](const Bf16Mirror& a, const Bf16Mirror& b) { return a.base < b.base; });
+  g_mirrors = std::move(m);
+}
+void gemm_set_bf16_mirror(const Bf16Mirror& m) { gemm_set_bf16_mirrors({m}); }
+const std::vector<Bf16Mirror>& gemm_bf16_mirrors() { return g_mirrors; }
 static std::vector<Bf16Mirror> g_act_mirrors;
 void gemm_set_activation_mirrors(const std::vector<Bf16Mirror>& m) { g_act_mirrors = m; }
 const std::vector<Bf16Mirror>& gemm_activation_mirrors() { return g_act_mirrors; }
@@ -182,26 +188,41 @@ void dnnl_execute(dnnl::memory::data_type type, Trans ta, Trans tb, int M, int N
   d.strm.wait();
 }
 
-// The copy of X (rows x cols with leading dim ld) in the weights' mirror or an activation's,
-// or nullptr when X is not wholly inside one.
-const bf16* mirror_lookup(const Bf16Mirror& m, const float* X, int rows, int cols, int ld) {
-  if (!m.data || !X || X < m.base) return nullptr;
+// An operand's bf16 copy and its leading dim; p == nullptr: none.
+struct Mirrored {
+  const bf16* p = nullptr;
+  long ld = 0;
+  explicit operator bool() const { return p != nullptr; }
+};
+
+// The copy of X (rows x cols with leading dim ld) in mirror m, if X lies wholly inside it.
+Mirrored mirror_lookup(const Bf16Mirror& m, const float* X, int rows, int cols, int ld) {
+  if (!m.data || !X || X < m.base) return {};
   const size_t off = size_t(X - m.base), extent = size_t(rows - 1) * size_t(ld) + size_t(cols);
-  return off + extent <= m.n ? m.data + off : nullptr;
+  if (off + extent > m.n) return {};
+  if (m.row == 0) return {m.data + off, ld};
+  const size_t row = size_t(m.row);
+  if ((rows > 1 && size_t(ld) != row) || off % row + size_t(cols) > row) return {};
+  return {m.data + 2 * row * (off / row) + off % row, long(2 * row)};
 }
-const bf16* mirrored(const float* X, int rows, int cols, int ld) {
-  if (const bf16* w = mirror_lookup(g_mirror, X, rows, cols, ld)) return w;
+// X's copy in the weights' mirrors (the one whose base is the last at or below X).
+Mirrored weight_lookup(const float* X, int rows, int cols, int ld) {
+  auto it = std::upper_bound(g_mirrors.begin(), g_mirrors.end(), X,
+                             [](const float* x, const Bf16Mirror& m) { return x < m.base; });
+  return it == g_mirrors.begin() ? Mirrored{} : mirror_lookup(*std::prev(it), X, rows, cols, ld);
+}
+Mirrored mirrored(const float* X, int rows, int cols, int ld) {
+  if (Mirrored w = weight_lookup(X, rows, cols, ld)) return w;
   for (const Bf16Mirror& m : g_act_mirrors)
-    if (const bf16* a = mirror_lookup(m, X, rows, cols, ld)) return a;
-  return nullptr;
+    if (Mirrored a = mirror_lookup(m, X, rows, cols, ld)) return a;
+  return {};
 }
 
-// X as bf16: its mirror copy m (leading dim ld), or a fresh rounding into buf (leading dim cols).
-const bf16* as_bf16(const bf16* m, const float* X, int rows, int cols, int ld, std::vector<bf16>& buf,
-                    long& ld_out) {
+// X as bf16: its mirror copy m, or a fresh rounding into buf (leading dim cols).
+const bf16* as_bf16(Mirrored m, const float* X, int rows, int cols, int ld, std::vector<bf16>& buf, long& ld_out) {
   if (m) {
-    ld_out = ld;
-    return m;
+    ld_out = m.ld;
+    return m.p;
   }
   pack_bf16(X, rows, cols, ld, buf);
   ld_out = cols;
@@ -209,13 +230,13 @@ const bf16* as_bf16(const bf16* m, const float* X, int rows, int cols, int ld, s
 }
 
 // pack_bf16's padded block from X's bf16 copy m when there is one (no rounding), else from X.
-void pack_padded(const bf16* m, const float* X, int rows, int cols, int ld, std::vector<bf16>& out, int rows_pad,
+void pack_padded(Mirrored m, const float* X, int rows, int cols, int ld, std::vector<bf16>& out, int rows_pad,
                  int cols_pad) {
   if (!m) return pack_bf16(X, rows, cols, ld, out, rows_pad, cols_pad);
   const int rp = std::max(rows, rows_pad), cp = std::max(cols, cols_pad);
   out.assign(size_t(rp) * cp, bf16{0});
 #pragma omp parallel for schedule(static) if (size_t(rows) * cols > (1u << 15))
-  for (int r = 0; r < rows; ++r) std::memcpy(&out[size_t(r) * cp], m + size_t(r) * ld, sizeof(bf16) * cols);
+  for (int r = 0; r < rows; ++r) std::memcpy(&out[size_t(r) * cp], m.p + size_t(r) * m.ld, sizeof(bf16) * cols);
 }
 
 // A bf16 product's shapes are kept to a bounded set, so that oneDNN creates each primitive
@@ -240,8 +261,8 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
   static thread_local std::vector<float> cbuf;
   const int ar = ta == Trans::N ? M : K, ac = ta == Trans::N ? K : M;
   const int br = tb == Trans::N ? K : N, bc = tb == Trans::N ? N : K;
-  const bf16 *ma = a16_given ? a16_given : mirrored(A, ar, ac, lda);
-  const bf16* mb = b16_given ? b16_given : mirrored(B, br, bc, ldb);
+  const Mirrored ma = a16_given ? Mirrored{a16_given, lda} : mirrored(A, ar, ac, lda);
+  const Mirrored mb = b16_given ? Mirrored{b16_given, ldb} : mirrored(B, br, bc, ldb);
   if (engine == GemmEngine::Amx || engine == GemmEngine::Avx512) {  // shapes and strides as they are
     long la = 0, lb = 0;
     const bf16* a16 = as_bf16(ma, A, ar, ac, lda, abuf, la);
@@ -250,7 +271,7 @@ void dnnl_gemm(GemmPrecision prec, Trans ta, Trans tb, int M, int N, int K, floa
   }
   // oneDNN: a product with a weight has a model dimension for K; only activation-by-activation
   // products (dW = dY^T X over the tokens an expert got) need the padding.
-  const bool weight = mirror_lookup(g_mirror, A, ar, ac, lda) || mirror_lookup(g_mirror, B, br, bc, ldb);
+  const bool weight = weight_lookup(A, ar, ac, lda) || weight_lookup(B, br, bc, ldb);
   const int Kp = K % kDepthStep && !weight ? round_up(K, kDepthStep) : K;
   long la = 0, lb = 0;
   const bf16 *a16, *b16;
@@ -369,7 +390,7 @@ GemmRegion::~GemmRegion() { record_flops(GemmT0{wall0_, prof0_}, flops_); }
 
 const bf16* gemm_activation_copy(const float* X, size_t n) {
   for (const Bf16Mirror& m : g_act_mirrors)  // X[0, n) as one row
-    if (const bf16* a = mirror_lookup(m, X, 1, int(n), int(n))) return a;
+    if (Mirrored a = mirror_lookup(m, X, 1, int(n), int(n))) return a.p;
   return nullptr;
 }
 

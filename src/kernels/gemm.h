@@ -70,13 +70,21 @@ void gemm_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, GemmOperand
 // wholly inside [base, base + n) is read from data[operand - base] instead of being rounded
 // to bf16 again. The model sets its weights' copy for the span of a forward or backward, so
 // weights are rounded once per optimizer step (in the optimizer's pass), not once per product.
+// row > 0: the copy is interleaved by rows, as bf16 training's split master weights store it
+// (model/split_master.h): each row of `row` elements of [base, base + n) is `row` bf16 values
+// followed by `row` other halves, in the row's own storage, so data[2 row i + j] is element
+// (i, j). An operand is read from such a copy when its leading dim is `row` and its columns
+// stay inside a row; its bf16 leading dim is then 2 row.
 struct Bf16Mirror {
   const float* base = nullptr;
   size_t n = 0;
   const bf16* data = nullptr;
+  int row = 0;
 };
 void gemm_set_bf16_mirror(const Bf16Mirror& m);  // Bf16Mirror{} clears
-const Bf16Mirror& gemm_bf16_mirror();
+// The weights' copies as several disjoint mirrors (any order); {} clears.
+void gemm_set_bf16_mirrors(std::vector<Bf16Mirror> m);
+const std::vector<Bf16Mirror>& gemm_bf16_mirrors();  // sorted by base
 
 // Activations' copies, by the same rule: the op that writes an activation a bf16 product will
 // read (a norm's output) writes its bf16 copy in the same pass, and the model lists the

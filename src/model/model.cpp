@@ -45,6 +45,7 @@ Model<T>::Model(const ModelConfig& cfg, ExpertRange experts) : layout(build_layo
 
 template <class T>
 void Model<T>::init(uint64_t seed) {
+  invalidate_bf16_weights();
   init_params(layout, seed, params.data());
   init_buffers(layout, buffers.data());
 }
@@ -69,8 +70,41 @@ void Model<T>::set_aux_loss_coeff(double coeff) {
 }
 
 template <class T>
+void Model<T>::use_split_master(bool on) {
+  ZAYA_CHECK(!on || (std::is_same_v<T, float>), "the split master weights are for fp32 models");
+  if (!on) {
+    plain_master();
+    split_.reset();
+  } else if (!split_) {
+    split_ = std::make_unique<SplitMaster>(layout.params);
+    std::vector<bf16>().swap(params_bf16);
+    bf16_current_ = false;
+  }
+}
+
+template <class T>
+void Model<T>::plain_master() {
+  if constexpr (std::is_same_v<T, float>)
+    if (split_encoded_) {
+      ZAYA_PROFILE("bf16_weights");
+      split_->decode(params.data());
+    }
+  split_encoded_ = false;
+}
+
+template <class T>
+std::vector<Bf16Mirror> Model<T>::weight_mirrors() const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (split_encoded_) return split_->mirrors(params.data());
+    if (!params_bf16.empty()) return {{params.data(), params.size(), params_bf16.data()}};
+  }
+  return {};
+}
+
+template <class T>
 bf16* Model<T>::bf16_weights() {
-  if (!std::is_same_v<T, float> || gemm_settings().precision != GemmPrecision::BF16 || !bf16_gemm_supported()) {
+  if (!std::is_same_v<T, float> || gemm_settings().precision != GemmPrecision::BF16 || !bf16_gemm_supported() ||
+      split_) {
     params_bf16.clear();
     bf16_current_ = false;
     return nullptr;
@@ -83,28 +117,21 @@ bf16* Model<T>::bf16_weights() {
 }
 
 namespace {
-// Sets the model's weight mirror for the span of a forward or backward, then restores.
+// Sets the model's weight mirrors for the span of a forward or backward, then restores.
 struct MirrorScope {
-  Bf16Mirror prev = gemm_bf16_mirror();
+  std::vector<Bf16Mirror> prev = gemm_bf16_mirrors();
   std::vector<Bf16Mirror> prev_acts = gemm_activation_mirrors();
-  explicit MirrorScope(const Bf16Mirror& m, const std::vector<Bf16Mirror>& acts = {}) {
-    gemm_set_bf16_mirror(m);
+  explicit MirrorScope(std::vector<Bf16Mirror> weights, const std::vector<Bf16Mirror>& acts = {}) {
+    gemm_set_bf16_mirrors(std::move(weights));
     gemm_set_activation_mirrors(acts);
   }
   ~MirrorScope() {
-    gemm_set_bf16_mirror(prev);
+    gemm_set_bf16_mirrors(prev);
     gemm_set_activation_mirrors(prev_acts);
   }
   MirrorScope(const MirrorScope&) = delete;
   MirrorScope& operator=(const MirrorScope&) = delete;
 };
-
-template <class T>
-Bf16Mirror mirror_of(const std::vector<T>& params, const std::vector<bf16>& p16) {
-  if constexpr (std::is_same_v<T, float>)
-    if (!p16.empty()) return {params.data(), params.size(), p16.data()};
-  return {};
-}
 }  // namespace
 
 namespace {
@@ -215,16 +242,25 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
     ZAYA_CHECK(inputs[i] >= 0 && inputs[i] < V, "token id ", inputs[i], " at position ", i,
                " is outside the vocabulary (", V, ")");
   std::copy(inputs, inputs + N, inputs_.begin());
-  if constexpr (std::is_same_v<T, float>)
-    if (bf16_weights() && !bf16_current_) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (split_) {
+      if (gemm_settings().precision != GemmPrecision::BF16 || !bf16_gemm_supported()) {
+        plain_master();  // fp32 products read params as they are
+      } else if (!split_encoded_) {
+        ZAYA_PROFILE("bf16_weights");
+        split_->encode(params.data());
+        split_encoded_ = true;
+      }
+    } else if (bf16_weights() && !bf16_current_) {
       ZAYA_PROFILE("bf16_weights");
-      convert_to_bf16(params.data(), params_bf16.data(), params.size());
+      convert_to_bf16_weights(params.data(), params_bf16.data(), params.size());
     }
-  bf16_for_backward_ = !params_bf16.empty();
-  MirrorScope mirror(mirror_of(params, params_bf16));
+  }
+  bf16_products_ = bf16_for_backward_ = split_encoded_ || !params_bf16.empty();
+  MirrorScope mirror(weight_mirrors());
   act_mirrors_.clear();
   x16_count_ = 0;
-  const bool copies = std::is_same_v<T, float> && !params_bf16.empty() && gemm_activation_copies_on();
+  const bool copies = std::is_same_v<T, float> && bf16_products_ && gemm_activation_copies_on();
   // The bf16 copy of a norm's output rows (nullptr without them), listed as a mirror of x
   // unless x is not kept (nullptr).
   auto x16 = [&](size_t slot, const T* x) -> bf16* {
@@ -246,7 +282,9 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   const bool cca_x16_only = copies && !state && !(shard_ && shard_->count() > 1);
   {
     ZAYA_PROFILE("embedding");
-    embedding_forward(emb_ND_.data(), inputs, p(layout.embed), N, D);
+    if constexpr (std::is_same_v<T, float>)
+      if (split_encoded_) split_rows_gather(emb_ND_.data(), inputs, p(layout.embed), N, D);
+    if (!split_encoded_) embedding_forward(emb_ND_.data(), inputs, p(layout.embed), N, D);
   }
   const T* h = emb_ND_.data();
   const T* res = nullptr;
@@ -288,7 +326,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   }
   ZAYA_PROFILE("lm_head+loss");
   const ResScaleOffsets& fr = layout.final_rs;
-  logits_bf16_ = targets && !params_bf16.empty();
+  logits_bf16_ = targets && bf16_products_;
   // With the copies on and the logits in bf16, xf feeds nothing but the LM head's products:
   // it is kept only in bf16.
   xf_bf16_only_ = logits_bf16_ && copies;
@@ -337,7 +375,7 @@ void Model<T>::backward(T loss_scale, GradMode mode) {
   ZAYA_CHECK(N > 0, "backward() needs a forward() first");
   ZAYA_CHECK(!decoded_, "backward() after a decode forward is not supported");
   T* dW = grads.data();
-  MirrorScope mirror(bf16_for_backward_ ? mirror_of(params, params_bf16) : Bf16Mirror{},
+  MirrorScope mirror(bf16_for_backward_ ? weight_mirrors() : std::vector<Bf16Mirror>{},
                      bf16_for_backward_ ? act_mirrors_ : std::vector<Bf16Mirror>{});
   bf16_current_ = bf16_for_backward_ = false;  // the caller updates params next
   // Loss and tied LM head (dlogits overwrite the logits buffer).

@@ -16,6 +16,7 @@
 #include "model/cca.h"
 #include "model/moe.h"
 #include "model/params.h"
+#include "model/split_master.h"
 
 namespace zaya {
 
@@ -106,9 +107,22 @@ class Model {
   // (invalidate_bf16_weights). The backward of a forward reads the copy that forward used.
   std::vector<bf16> params_bf16;
   void mark_bf16_weights_current() { bf16_current_ = params_bf16.size() == params.size(); }
-  void invalidate_bf16_weights() { bf16_current_ = false; }
-  // Sizes params_bf16 when bf16 GEMMs are on (so an optimizer can write it); nullptr if off.
+  // params were written (all of them, plain fp32), as a loader does: the copy is stale and
+  // the split layout (below) gone.
+  void invalidate_bf16_weights() { bf16_current_ = split_encoded_ = false; }
+  // Sizes params_bf16 when bf16 GEMMs are on (so an optimizer can write it); nullptr if off
+  // or with the split master.
   bf16* bf16_weights();
+
+  // bf16 training without the copy (model/split_master.h; T = float): while bf16 products
+  // are on, forward() stores the product weights of params split in place (each row: its
+  // bf16 values, then its low halves), the products read the bf16 halves, and an optimizer
+  // given split_master() updates them as they are. params then hold no plain fp32 values
+  // for those tensors: a caller that reads or writes params calls plain_master() first (a
+  // pass over the weights; the next forward splits them again).
+  void use_split_master(bool on);
+  const SplitMaster* split_master() const { return split_encoded_ ? split_.get() : nullptr; }
+  void plain_master();
   // The norms' bf16 output copies the last forward wrote (0 without activation copies).
   size_t activation_copies() const { return x16_count_; }
 
@@ -138,7 +152,11 @@ class Model {
   bool decoded_ = false;
   double aux_coeff_ = 0;
   bool bf16_current_ = false;    // marked current by the caller
-  bool bf16_for_backward_ = false;  // the last forward filled or used params_bf16
+  std::unique_ptr<SplitMaster> split_;  // use_split_master(true)
+  bool split_encoded_ = false;          // params' product weights are split now
+  bool bf16_products_ = false;          // the last forward read bf16 weights (copy or split)
+  std::vector<Bf16Mirror> weight_mirrors() const;
+  bool bf16_for_backward_ = false;  // the last forward read bf16 weights (params_bf16 or split)
   // With bf16 GEMMs: the norms' outputs (each sub-layer's x, the final xf) in bf16, written by
   // the norms and listed as activation mirrors (kernels/gemm.h) for forward and backward, or,
   // where only products read them (an attention sub-layer's x, xf before bf16 logits), kept

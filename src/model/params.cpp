@@ -1,4 +1,5 @@
 #include "model/params.h"
+#include "model/split_master.h"
 
 #include <algorithm>
 #include <cmath>
@@ -209,6 +210,17 @@ std::vector<FlatRange> shard_ranges(const ParamTable& table, int world, bool muo
         break;
       }
     }
+    if (r + 1 < world)  // never inside a row of a product's weight (bf16's split rows, model/split_master.h)
+      for (const ParamInfo& p : table.params) {
+        const int row = SplitMaster::row_of(p);
+        if (!row || end <= p.offset || end >= p.offset + p.numel) continue;
+        const size_t in_row = (end - p.offset) % size_t(row);
+        if (in_row * 2 < size_t(row))
+          end -= in_row;
+        else
+          end += size_t(row) - in_row;
+        break;
+      }
     end = std::max(end, begin);
     out[size_t(r)] = {begin, end};
     begin = end;

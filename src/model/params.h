@@ -129,7 +129,8 @@ struct FlatRange {
 
 // ZeRO-1's cut of the flat buffer (parallel/zero1.h), also the optimizer's owned range:
 // near-equal contiguous ranges, one per rank, that keep every Muon tensor whole when
-// muon_whole is set (ranges may then be unequal, or even empty, for tiny models).
+// muon_whole is set (ranges may then be unequal, or even empty, for tiny models) and never
+// cut a row of a product's weight (SplitMaster's rows).
 std::vector<FlatRange> shard_ranges(const ParamTable& table, int world, bool muon_whole);
 
 // Sum of squares of g[r.begin, r.end) in double, with a fixed reduction order (the same

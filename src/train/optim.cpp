@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -97,46 +98,81 @@ bool Optimizer::decays(const ParamInfo& p) const {
   return p.decay() || (s_.decay_embeddings && p.role == ParamRole::Embedding);
 }
 
-// torch.optim.AdamW's arithmetic, in fp32, in its order. A plain function over restrict
-// pointers and by-value scalars: inside a capturing lambda the outlined OpenMP body read
-// every operand through the closure and GCC left the loop scalar (3.5x slower than the
-// memory traffic allows).
-template <bool kWrite16>
-static void adamw_kernel(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-                         bf16* __restrict p16, size_t n, float keep, float b1, float b2, float step_size,
-                         float bc2_sqrt, float eps, float gsf) {
-  const float one_b1 = 1.f - b1, one_b2 = 1.f - b2;
-#pragma omp parallel for simd schedule(static) if (n > 16384)
-  for (size_t i = 0; i < n; ++i) {
-    const float gi = g[i] * gsf;
-    float pi = p[i] * keep;
-    const float mi = m[i] + one_b1 * (gi - m[i]);
-    const float vi = v[i] * b2 + one_b2 * gi * gi;
+// torch.optim.AdamW's arithmetic on one weight, in fp32, in its order. Every kernel below
+// inlines this one function, so the plain and the split master weights update alike, bit
+// for bit.
+struct AdamWRule {
+  float keep, b1, b2, step_size, bc2_sqrt, eps, gsf;
+  inline float operator()(float p, float g, float& m, float& v) const {
+    const float gi = g * gsf;
+    float pi = p * keep;
+    const float mi = m + (1.f - b1) * (gi - m);
+    const float vi = v * b2 + (1.f - b2) * gi * gi;
     const float denom = std::sqrt(vi) / bc2_sqrt + eps;
     pi -= step_size * (mi / denom);
+    m = mi;
+    v = vi;
+    return pi;
+  }
+};
+
+// A plain function over restrict pointers and a by-value rule: inside a capturing lambda the
+// outlined OpenMP body read every operand through the closure and GCC left the loop scalar
+// (3.5x slower than the memory traffic allows).
+template <bool kWrite16>
+static void adamw_kernel(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+                         bf16* __restrict p16, size_t n, AdamWRule rule) {
+#pragma omp parallel for simd schedule(static) if (n > 16384)
+  for (size_t i = 0; i < n; ++i) {
+    const float pi = rule(p[i], g[i], m[i], v[i]);
     p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
-    if constexpr (kWrite16) p16[i] = to_bf16(pi);
+    if constexpr (kWrite16) p16[i] = to_bf16_weight(pi);
   }
 }
 
-void Optimizer::adamw_span(float* p, const float* g, float* m, float* v, size_t n, double lr, double wd,
-                           double gs, bf16* p16) const {
-  const float b1 = float(s_.adamw.beta1), b2 = float(s_.adamw.beta2);
+// Elements [from, to) of a tensor stored split in rows of K (model/split_master.h), at w; g
+// indexed from the tensor's start, m and v from `from`.
+static void adamw_split_kernel(float* w, int K, size_t from, size_t to, const float* __restrict g,
+                               float* __restrict m, float* __restrict v, AdamWRule rule) {
+  const size_t k = size_t(K), r0 = from / k, r1 = (to + k - 1) / k;
+  uint16_t* h = reinterpret_cast<uint16_t*>(w);
+#pragma omp parallel for schedule(static) if (to - from > 16384)
+  for (size_t r = r0; r < r1; ++r) {
+    const size_t c0 = std::max(from, r * k) - r * k, c1 = std::min(to, r * k + k) - r * k;
+    uint16_t* __restrict hi = h + 2 * k * r;
+    uint16_t* __restrict lo = hi + k;
+    const size_t e = r * k - from;  // element r*K + c is state index e + c
+#pragma omp simd
+    for (size_t c = c0; c < c1; ++c) {
+      const uint32_t u = split_join(hi[c], lo[c]);
+      float pi;
+      std::memcpy(&pi, &u, 4);
+      pi = rule(pi, g[r * k + c], m[e + c], v[e + c]);
+      uint32_t t;
+      std::memcpy(&t, &pi, 4);
+      hi[c] = split_hi(t);
+      lo[c] = uint16_t(t);
+    }
+  }
+}
+
+AdamWRule Optimizer::adamw_rule(double lr, double wd, double gs) const {
   const double bc1 = 1 - std::pow(s_.adamw.beta1, double(t_)), bc2 = 1 - std::pow(s_.adamw.beta2, double(t_));
-  const float step_size = float(lr / bc1), bc2_sqrt = float(std::sqrt(bc2)), eps = float(s_.adamw.eps);
-  const float keep = float(1 - lr * wd), gsf = float(gs);
-  if (p16)
-    adamw_kernel<true>(p, g, m, v, p16, n, keep, b1, b2, step_size, bc2_sqrt, eps, gsf);
-  else
-    adamw_kernel<false>(p, g, m, v, nullptr, n, keep, b1, b2, step_size, bc2_sqrt, eps, gsf);
+  return {float(1 - lr * wd), float(s_.adamw.beta1), float(s_.adamw.beta2), float(lr / bc1),
+          float(std::sqrt(bc2)), float(s_.adamw.eps), float(gs)};
+}
+
+// Muon's update of one weight: p *= 1 - lr wd; p -= scale * u.
+static inline float muon_apply(float p, float u, float keep, float scale) {
+  float pi = p * keep;
+  pi -= scale * u;
+  return pi;
 }
 
 // Moonlight's Muon: buf = mu buf + g; u = g + mu buf (Nesterov) or buf; u = NS5(u);
-// p *= 1 - lr wd; p -= lr * rms_scale * sqrt(max(m, n)) * u.
+// p *= 1 - lr wd; p -= lr * rms_scale * sqrt(max(m, n)) * u. split_row > 0: p stored split.
 void Optimizer::muon_tensor(const ParamInfo& info, float* p, const float* g, float* m, double lr, double wd,
-                            double gs, bf16* p16) {
+                            double gs, bf16* p16, int split_row) {
   const int rows = int(info.shape[0]), cols = int(info.shape[1]);
   const size_t n = info.numel;
   const float mu = float(s_.muon.momentum), gsf = float(gs);
@@ -152,15 +188,35 @@ void Optimizer::muon_tensor(const ParamInfo& info, float* p, const float* g, flo
   newton_schulz5(u, rows, cols, s_.muon.ns_steps, ns_scratch_);
   const float keep = float(1 - lr * wd);
   const float scale = float(lr * s_.muon.rms_scale * std::sqrt(double(std::max(rows, cols))));
-#pragma omp parallel for simd schedule(static) if (n > 16384)
-  for (size_t i = 0; i < n; ++i) {
-    p[i] *= keep;
-    p[i] -= scale * u[i];
+  if (split_row) {
+    const size_t k = size_t(split_row), nr = n / k;
+    uint16_t* h = reinterpret_cast<uint16_t*>(p);
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (size_t r = 0; r < nr; ++r) {
+      uint16_t* __restrict hi = h + 2 * k * r;
+      uint16_t* __restrict lo = hi + k;
+      const float* __restrict ur = u + r * k;
+#pragma omp simd
+      for (size_t c = 0; c < k; ++c) {
+        const uint32_t w = split_join(hi[c], lo[c]);
+        float pi;
+        std::memcpy(&pi, &w, 4);
+        pi = muon_apply(pi, ur[c], keep, scale);
+        uint32_t t;
+        std::memcpy(&t, &pi, 4);
+        hi[c] = split_hi(t);
+        lo[c] = uint16_t(t);
+      }
+    }
+    return;
   }
-  if (p16) convert_to_bf16(p, p16, n);
+#pragma omp parallel for simd schedule(static) if (n > 16384)
+  for (size_t i = 0; i < n; ++i) p[i] = muon_apply(p[i], u[i], keep, scale);
+  if (p16) convert_to_bf16_weights(p, p16, n);
 }
 
-void Optimizer::step(float* params, const float* grads, double lr, double grad_scale, bf16* params_bf16) {
+void Optimizer::step(float* params, const float* grads, double lr, double grad_scale, bf16* params_bf16,
+                     const SplitMaster* split) {
   ++t_;
   const double wd = s_.adamw.weight_decay;
   for (const ParamInfo& info : table_.params) {
@@ -168,12 +224,20 @@ void Optimizer::step(float* params, const float* grads, double lr, double grad_s
     if (b >= e) continue;
     const size_t k = b - owned_.begin;
     const double twd = decays(info) ? wd : 0.0;
-    if (uses_muon(info))
-      muon_tensor(info, params + b, grads + b, m_.data() + k, lr, twd, grad_scale,
-                  params_bf16 ? params_bf16 + b : nullptr);
-    else
-      adamw_span(params + b, grads + b, m_.data() + k, v_.data() + k, e - b, lr, twd, grad_scale,
-                 params_bf16 ? params_bf16 + b : nullptr);
+    const int row = split ? SplitMaster::row_of(info) : 0;
+    bf16* p16 = params_bf16 && !row ? params_bf16 + b : nullptr;
+    if (uses_muon(info)) {
+      muon_tensor(info, params + b, grads + b, m_.data() + k, lr, twd, grad_scale, p16, row);
+    } else {
+      const AdamWRule rule = adamw_rule(lr, twd, grad_scale);
+      if (row)
+        adamw_split_kernel(params + info.offset, row, b - info.offset, e - info.offset, grads + info.offset,
+                           m_.data() + k, v_.data() + k, rule);
+      else if (p16)
+        adamw_kernel<true>(params + b, grads + b, m_.data() + k, v_.data() + k, p16, e - b, rule);
+      else
+        adamw_kernel<false>(params + b, grads + b, m_.data() + k, v_.data() + k, nullptr, e - b, rule);
+    }
   }
 }
 

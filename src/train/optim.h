@@ -26,6 +26,7 @@
 
 #include "core/bf16.h"
 #include "model/params.h"
+#include "model/split_master.h"
 
 namespace zaya {
 
@@ -72,8 +73,11 @@ class Optimizer {
   // One update of params[begin, end) from grads[begin, end) (full flat arrays, indexed by
   // flat offset): grads are multiplied by grad_scale first (clipping), lr is this step's rate.
   // params_bf16 (optional, a full flat array): the updated weights rounded to bf16 in the same
-  // pass, for bf16 GEMMs (Model::params_bf16).
-  void step(float* params, const float* grads, double lr, double grad_scale = 1.0, bf16* params_bf16 = nullptr);
+  // pass, for bf16 GEMMs (Model::params_bf16). split (optional): params' product weights are
+  // stored split (Model::split_master()) and are updated as they are stored; params_bf16 is
+  // then not written for them.
+  void step(float* params, const float* grads, double lr, double grad_scale = 1.0, bf16* params_bf16 = nullptr,
+            const SplitMaster* split = nullptr);
 
   const OptimizerSettings& settings() const { return s_; }
   FlatRange owned() const { return owned_; }
@@ -91,10 +95,9 @@ class Optimizer {
   void load_state(const nlohmann::json& j);  // checks the kind matches
 
  private:
-  void adamw_span(float* p, const float* g, float* m, float* v, size_t n, double lr, double wd, double gs,
-                  bf16* p16) const;
+  struct AdamWRule adamw_rule(double lr, double wd, double gs) const;
   void muon_tensor(const ParamInfo& info, float* p, const float* g, float* m, double lr, double wd, double gs,
-                   bf16* p16);
+                   bf16* p16, int split_row);
 
   const ParamTable& table_;
   OptimizerSettings s_;

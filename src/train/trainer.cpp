@@ -61,6 +61,7 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
 
   model_ = std::make_unique<Model<float>>(cfg_.model, parallel::local_experts(cfg_.model, L));
   model_->init(cfg_.seed);
+  model_->use_split_master(cfg_.bf16);  // bf16: master weights and their bf16 halves in one array
   const parallel::ParallelSeams seams = parallel::parallelize(*model_, groups_);
   ep_experts_ = seams.experts;
   cp_shard_ = seams.seq_shard;
@@ -230,7 +231,7 @@ StepRecord Trainer::train_step() {
     r.clipped = scale < 1.0;
     if (verdict == StepVerdict::Update) {
       bf16* p16 = model_->bf16_weights();
-      optimizer_->step(model_->params.data(), zero1_->grads(), r.lr, scale, p16);
+      optimizer_->step(model_->params.data(), zero1_->grads(), r.lr, scale, p16, model_->split_master());
       if (zero1_->gather(model_->params.data(), p16)) model_->mark_bf16_weights_current();
       balancer_->update(model_->buffers.data());
     } else {

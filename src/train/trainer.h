@@ -189,7 +189,12 @@ class Trainer {
   int64_t stop_step() const;
   const RunConfig& config() const { return cfg_; }
   const TrainPlan& plan() const { return plan_; }
-  Model<float>& model() { return *model_; }
+  // The model with plain fp32 weights (bf16 runs keep them split between steps: Model::
+  // use_split_master; the next step splits them again).
+  Model<float>& model() {
+    model_->plain_master();
+    return *model_;
+  }
   Optimizer& optimizer() { return *optimizer_; }
   parallel::Zero1& zero1() { return *zero1_; }
   const comm::Groups& groups() const { return groups_; }

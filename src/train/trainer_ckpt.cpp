@@ -88,6 +88,7 @@ void Trainer::begin_save(bool async) {
   const int wr = groups_.world.rank();
   auto ps = std::unique_ptr<PendingSave, PendingSaveDeleter>(new PendingSave);
   ps->step = step_;
+  model_->plain_master();  // the snapshot copies plain fp32 weights
   // All ranks of one save share one temporary directory, named after rank 0's process.
   int64_t tag = int64_t(::getpid());
   groups_.world.broadcast(&tag, 1, 0);
