@@ -7,6 +7,7 @@
 // send every row to one expert, that leave experts empty, and that are smaller than a cut's
 // 16-row step.
 #include <gtest/gtest.h>
+#include "test_util.h"
 #include <omp.h>
 
 #include <cmath>
@@ -85,11 +86,7 @@ size_t differ(const std::vector<float>& a, const std::vector<float>& b) {
   return n;
 }
 
-struct PrecisionScope {
-  GemmPrecision prev = gemm_settings().precision;
-  explicit PrecisionScope(GemmPrecision p) { gemm_settings().precision = p; }
-  ~PrecisionScope() { gemm_settings().precision = prev; }
-};
+using test_util::PrecisionScope;
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "test_util.h"
 #include "core/rng.h"
 #include "kernels/gemm.h"
 #include "model/model.h"
@@ -34,11 +35,7 @@ float float_of(uint32_t u) {
   return f;
 }
 
-struct PrecisionScope {
-  GemmPrecision prev = gemm_settings().precision;
-  explicit PrecisionScope(GemmPrecision p) { gemm_settings().precision = p; }
-  ~PrecisionScope() { gemm_settings().precision = prev; }
-};
+using test_util::PrecisionScope;
 
 }  // namespace
 

@@ -230,10 +230,7 @@ TEST(Trainer, ExactResumeAcrossAPhaseSwitch) {
 // losses, weights and optimizer state bit for bit.
 TEST(Trainer, Bf16ExactResume) {
   if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
-  struct Restore {
-    GemmPrecision prev = gemm_settings().precision;
-    ~Restore() { gemm_settings().precision = prev; }
-  } restore;
+  test_util::PrecisionScope restore(gemm_settings().precision);  // the trainer sets bf16
   TempDir d("resume16");
   write_sources(d);
   RunConfig c = parse_run_config(run_toml(d), "t.toml");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "test_util.h"
 #include "core/rng.h"
 #include "kernels/attention.h"
 #include "kernels/attention_tiles.h"
@@ -41,12 +42,7 @@ std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
 
 float rb(float x) { return from_bf16(to_bf16(x)); }
 
-// Restores fp32 GEMMs whatever a test does.
-struct PrecisionScope {
-  GemmPrecision prev = gemm_settings().precision;
-  explicit PrecisionScope(GemmPrecision p) { gemm_settings().precision = p; }
-  ~PrecisionScope() { gemm_settings().precision = prev; }
-};
+using test_util::PrecisionScope;
 
 // C = alpha op(A) op(B) + beta C0 in double over bf16-rounded operands (what the bf16 GEMM
 // computes up to fp32 accumulation); also returns sum |terms| per element for the bound.

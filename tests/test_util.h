@@ -1,4 +1,5 @@
-// Helpers shared by the test files: a temporary directory per test, the message of an error.
+// Helpers shared by the test files: a temporary directory per test, the message of an error,
+// the GEMM precision set for a scope.
 #pragma once
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "kernels/gemm.h"
 #include "model/config.h"
 
 namespace zaya::test_util {
@@ -101,5 +103,14 @@ inline void write_byte_tokenizer(const std::string& dir) {
   std::ofstream(dir + "/tokenizer_config.json")
       << R"({"add_bos_token": true, "bos_token": "<bos>", "eos_token": "<eos>"})";
 }
+
+// Sets the GEMM precision for a scope and restores the previous one, whatever the test does.
+struct PrecisionScope {
+  GemmPrecision prev = gemm_settings().precision;
+  explicit PrecisionScope(GemmPrecision p) { gemm_settings().precision = p; }
+  ~PrecisionScope() { gemm_settings().precision = prev; }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+};
 
 }  // namespace zaya::test_util
