@@ -166,12 +166,10 @@ AdamWRule Optimizer::adamw_rule(double lr, double wd, double gs) const {
           float(std::sqrt(bc2)), float(s_.adamw.eps), float(gs)};
 }
 
-// Muon's update of one weight: p *= 1 - lr wd; p -= scale * u.
-static inline float muon_apply(float p, float u, float keep, float scale) {
-  float pi = p * keep;
-  pi -= scale * u;
-  return pi;
-}
+// Muon's update of one weight: p *= 1 - lr wd; p -= scale * u, the second step one fused
+// multiply-add, written out: left to contraction, GCC fused the other product in one of the
+// two loops.
+static inline float muon_apply(float p, float u, float keep, float scale) { return std::fma(-scale, u, p * keep); }
 
 // Moonlight's Muon: buf = mu buf + g; u = g + mu buf (Nesterov) or buf; u = NS5(u);
 // p *= 1 - lr wd; p -= lr * rms_scale * sqrt(max(m, n)) * u. split_row > 0: p stored split.
