@@ -8,7 +8,7 @@
 #   2. Exact resume of a DP=2 run: 10 steps, stop, resume to 20: weights and optimizer
 #      state bit-identical to the uninterrupted DP=2 run, and the same losses.
 #   3. Checkpoint layout: one manifest, per-rank files, every tensor tiled by its slices.
-#   4. bf16 (split master weights): DP=2 against world 1, and an exact DP=2 resume.
+#   4. bf16 (split master weights): DP=2, EP=2, CP=2 against world 1, and an exact DP=2 resume.
 #   5. A rank killed or hung mid-run: the job exits non-zero (comm timeout), never hangs.
 #   bash tests/dist_train.sh <zaya-binary> <build-dir>
 set -euo pipefail
@@ -41,13 +41,16 @@ same_losses dp2 dp2r 0
 "$PY" $CMP "$T/dp2" "$T/dp2r" --prefix optim. --exact || fail "DP=2 resume: optimizer state not bit-identical"
 
 # bf16, whose master weights are stored split in place (each row: its bf16 values, then the
-# low halves; ZeRO-1 cuts between rows and all-gathers them as they are): DP=2 against world
-# 1 (bf16 rounding of weights ~1e-7 apart amplifies the order differences: 1e-3), and an
+# low halves; ZeRO-1 cuts between rows and all-gathers them as they are): DP=2, EP=2 and CP=2
+# against world 1 (bf16 rounding of weights ~1e-7 apart amplifies the order differences: 1e-3), and an
 # exact DP=2 resume. Skipped on a CPU without a bf16 GEMM.
 if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
   train b16w1 1 --precision bf16
-  train b16dp2 2 --precision bf16
-  same_losses b16w1 b16dp2 1e-3
+  for spec in "b16dp2 2" "b16ep2 2 --ep 2" "b16cp2 2 --cp 2"; do
+    set -- $spec
+    train "$@" --precision bf16
+    same_losses b16w1 "$1" 1e-3
+  done
   train b16dp2r 2 --precision bf16 --steps 10
   train b16dp2r 2 --precision bf16 --resume
   same_losses b16dp2 b16dp2r 0
