@@ -228,3 +228,22 @@ TEST(SplitMaster, ShardCutsFallBetweenRows) {
     }
   }
 }
+
+// An operand that starts inside split weights but is not a block of their rows (a leading dim
+// other than the row, or columns past a row's end) stops with an error: its fp32 storage holds
+// no plain values to round instead.
+TEST(SplitMaster, AnOperandAcrossSplitRowsIsAnError) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512-BF16 / AMX";
+  const int K = 32, N = 8, M = 4;
+  std::vector<float> Ws(size_t(N) * K, 0.f), x(size_t(M) * 2 * K, 1.f), y(size_t(M) * N);
+  gemm_set_bf16_mirrors({{Ws.data(), Ws.size(), reinterpret_cast<const bf16*>(Ws.data()), K}});
+  auto product = [&](const float* W, int n, int k, int ld) {
+    gemm_with(GemmEngine::Auto, GemmPrecision::BF16, Trans::N, Trans::T, M, n, k, 1.f, x.data(), 2 * K, W, ld, 0.f,
+              y.data(), N);
+  };
+  EXPECT_NO_THROW(product(Ws.data(), N, K, K));
+  EXPECT_NO_THROW(product(Ws.data() + 8, N, K - 8, K));  // columns 8.. of every row
+  EXPECT_THROW(product(Ws.data(), N / 2, 2 * K, 2 * K), Error);  // two rows as one
+  EXPECT_THROW(product(Ws.data() + 8, N, K, K), Error);          // past each row's end
+  gemm_set_bf16_mirrors({});
+}

@@ -205,11 +205,18 @@ Mirrored mirror_lookup(const Bf16Mirror& m, const float* X, int rows, int cols, 
   if ((rows > 1 && size_t(ld) != row) || off % row + size_t(cols) > row) return {};
   return {m.data + 2 * row * (off / row) + off % row, long(2 * row)};
 }
-// X's copy in the weights' mirrors (the one whose base is the last at or below X).
+// X's copy in the weights' mirrors (the one whose base is the last at or below X). An operand
+// that starts inside an interleaved mirror must be a block of its rows: its fp32 storage holds
+// no plain values to round instead.
 Mirrored weight_lookup(const float* X, int rows, int cols, int ld) {
   auto it = std::upper_bound(g_mirrors.begin(), g_mirrors.end(), X,
                              [](const float* x, const Bf16Mirror& m) { return x < m.base; });
-  return it == g_mirrors.begin() ? Mirrored{} : mirror_lookup(*std::prev(it), X, rows, cols, ld);
+  if (it == g_mirrors.begin()) return {};
+  const Bf16Mirror& m = *std::prev(it);
+  const Mirrored w = mirror_lookup(m, X, rows, cols, ld);
+  ZAYA_CHECK(w || m.row == 0 || size_t(X - m.base) >= m.n, "gemm: a ", rows, " x ", cols, " operand (leading dim ", ld,
+             ") inside split weights with rows of ", m.row, " is not a block of their rows");
+  return w;
 }
 Mirrored mirrored(const float* X, int rows, int cols, int ld) {
   if (Mirrored w = weight_lookup(X, rows, cols, ld)) return w;
