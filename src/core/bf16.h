@@ -57,6 +57,19 @@ inline uint16_t split_hi(uint32_t u) { return uint16_t((u + 0x8000u) >> 16); }
 inline uint32_t split_join(uint16_t hi, uint16_t lo) {
   return uint32_t(uint16_t(hi - (lo >> 15))) << 16 | lo;
 }
+// The fp32 value a (bf16, low half) pair holds, and the pair of a value.
+inline float split_value(uint16_t hi, uint16_t lo) {
+  const uint32_t u = split_join(hi, lo);
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline void split_store(float f, uint16_t& hi, uint16_t& lo) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  hi = split_hi(u);
+  lo = uint16_t(u);
+}
 // The bf16 weight of f as the split has it (what the model's bf16 weight copies hold).
 inline bf16 to_bf16_weight(float f) {
   uint32_t u;

@@ -28,20 +28,12 @@ SplitMaster::SplitMaster(const ParamTable& table) {
 
 void split_row_decode(const float* w, int K, float* out) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(w);
-  for (int j = 0; j < K; ++j) {
-    const uint32_t u = split_join(h[j], h[K + j]);
-    std::memcpy(out + j, &u, 4);
-  }
+  for (int j = 0; j < K; ++j) out[j] = split_value(h[j], h[K + j]);
 }
 
 void split_row_encode(const float* in, int K, float* w) {
   uint16_t* h = reinterpret_cast<uint16_t*>(w);
-  for (int j = 0; j < K; ++j) {
-    uint32_t u;
-    std::memcpy(&u, in + j, 4);
-    h[j] = split_hi(u);
-    h[K + j] = uint16_t(u);
-  }
+  for (int j = 0; j < K; ++j) split_store(in[j], h[j], h[K + j]);
 }
 
 namespace {

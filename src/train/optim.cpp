@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
@@ -147,16 +146,8 @@ static void adamw_split_kernel(float* w, int K, size_t from, size_t to, const fl
     // a row apart across pages.
     for (size_t c = c0; c < c1; c += 16) __builtin_prefetch(hi + 2 * k + 2 * c, 1);
 #pragma omp simd
-    for (size_t c = c0; c < c1; ++c) {
-      const uint32_t u = split_join(hi[c], lo[c]);
-      float pi;
-      std::memcpy(&pi, &u, 4);
-      pi = rl(pi, g[r * k + c], m[e + c], v[e + c]);
-      uint32_t t;
-      std::memcpy(&t, &pi, 4);
-      hi[c] = split_hi(t);
-      lo[c] = uint16_t(t);
-    }
+    for (size_t c = c0; c < c1; ++c)
+      split_store(rl(split_value(hi[c], lo[c]), g[r * k + c], m[e + c], v[e + c]), hi[c], lo[c]);
   }
 }
 
@@ -199,16 +190,7 @@ void Optimizer::muon_tensor(const ParamInfo& info, float* p, const float* g, flo
       uint16_t* __restrict lo = hi + k;
       const float* __restrict ur = u + r * k;
 #pragma omp simd
-      for (size_t c = 0; c < k; ++c) {
-        const uint32_t w = split_join(hi[c], lo[c]);
-        float pi;
-        std::memcpy(&pi, &w, 4);
-        pi = muon_apply(pi, ur[c], keep, scale);
-        uint32_t t;
-        std::memcpy(&t, &pi, 4);
-        hi[c] = split_hi(t);
-        lo[c] = uint16_t(t);
-      }
+      for (size_t c = 0; c < k; ++c) split_store(muon_apply(split_value(hi[c], lo[c]), ur[c], keep, scale), hi[c], lo[c]);
     }
     return;
   }
