@@ -256,11 +256,12 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
       convert_to_bf16_weights(params.data(), params_bf16.data(), params.size());
     }
   }
-  bf16_products_ = bf16_for_backward_ = split_encoded_ || !params_bf16.empty();
+  const bool bf16_products = split_encoded_ || !params_bf16.empty();  // the weights in bf16: copy or split
+  bf16_for_backward_ = bf16_products;
   MirrorScope mirror(weight_mirrors());
   act_mirrors_.clear();
   x16_count_ = 0;
-  const bool copies = std::is_same_v<T, float> && bf16_products_ && gemm_activation_copies_on();
+  const bool copies = std::is_same_v<T, float> && bf16_products && gemm_activation_copies_on();
   // The bf16 copy of a norm's output rows (nullptr without them), listed as a mirror of x
   // unless x is not kept (nullptr).
   auto x16 = [&](size_t slot, const T* x) -> bf16* {
@@ -326,7 +327,7 @@ ForwardResult Model<T>::forward(const int32_t* inputs, const int32_t* targets, i
   }
   ZAYA_PROFILE("lm_head+loss");
   const ResScaleOffsets& fr = layout.final_rs;
-  logits_bf16_ = targets && bf16_products_;
+  logits_bf16_ = targets && bf16_products;
   // With the copies on and the logits in bf16, xf feeds nothing but the LM head's products:
   // it is kept only in bf16.
   xf_bf16_only_ = logits_bf16_ && copies;

@@ -154,8 +154,7 @@ class Model {
   bool bf16_current_ = false;    // marked current by the caller
   std::unique_ptr<SplitMaster> split_;  // use_split_master(true)
   bool split_encoded_ = false;          // params' product weights are split now
-  bool bf16_products_ = false;          // the last forward read bf16 weights (copy or split)
-  std::vector<Bf16Mirror> weight_mirrors() const;
+  std::vector<Bf16Mirror> weight_mirrors() const;  // the bf16 weights the products read, if any
   bool bf16_for_backward_ = false;  // the last forward read bf16 weights (params_bf16 or split)
   // With bf16 GEMMs: the norms' outputs (each sub-layer's x, the final xf) in bf16, written by
   // the norms and listed as activation mirrors (kernels/gemm.h) for forward and backward, or,
