@@ -14,13 +14,10 @@
 #   PEER_TYPES ("bf16 q8_0 q4_k"), PEER_ROUNDS (3: the types' order alternates by round),
 #   PEER_THREADS (2), PEER_PROMPT (64), PEER_STEPS (32 timed tokens, after 4 untimed).
 # The peer is node-llama-cpp 3.21.1 (its prebuilt CPU build of llama.cpp: the ggml CPU
-# backend matching this CPU is picked at run time, and printed), installed with npm into
-# ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-llama-cpp and reused from there.
+# backend matching this CPU is picked at run time, and printed), installed by
+# tools/npm_llama_cpp.sh into ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-llama-cpp.
 set -euo pipefail
 BUILD=${1:-build}
-PKG=node-llama-cpp@3.21.1
-PKG_BIN=@node-llama-cpp/linux-x64@3.21.1
-CACHE=${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-llama-cpp
 DIR=${PEER_DIR:-/tmp/zaya_llama_peer}
 TYPES=${PEER_TYPES:-bf16 q8_0 q4_k}
 ROUNDS=${PEER_ROUNDS:-3}
@@ -36,17 +33,8 @@ done
 for b in zaya bench_llama_gguf; do
   [ -x "$BUILD/$b" ] || { echo "llama_cpp_peer.sh: $BUILD/$b missing: run make build first" >&2; exit 1; }
 done
-command -v node >/dev/null && command -v npm >/dev/null ||
-  { echo "llama_cpp_peer.sh: node and npm are needed (Debian packages nodejs, npm)" >&2; exit 1; }
 
-if [ ! -f "$CACHE/.zaya-stamp" ] || [ "$(cat "$CACHE/.zaya-stamp")" != "$PKG $PKG_BIN" ]; then
-  echo "installing $PKG (CPU binaries only) into $CACHE"
-  rm -rf "$CACHE" && mkdir -p "$CACHE"
-  # --omit=optional leaves out the CUDA/Vulkan/other-OS builds (~600 MB); the x64 CPU build is
-  # named explicitly. Its postinstall step is not needed for a prebuilt binary.
-  (cd "$CACHE" && npm install --silent --no-save --no-package-lock --omit=optional --ignore-scripts "$PKG" "$PKG_BIN")
-  echo "$PKG $PKG_BIN" >"$CACHE/.zaya-stamp"
-fi
+ROOT=$(bash tools/npm_llama_cpp.sh)
 
 mkdir -p "$DIR"
 for t in $TYPES; do
@@ -73,7 +61,7 @@ for r in $(seq "$ROUNDS"); do
   [ $((r % 2)) -eq 0 ] && order=$(echo "$TYPES" | tr ' ' '\n' | tac | tr '\n' ' ')
   for t in $order; do
     before=$(triad)
-    line=$(OMP_NUM_THREADS=$THREADS node bench/llama_cpp_peer.mjs "$CACHE" "$DIR/$t.gguf" "$THREADS" "$PROMPT" "$STEPS" 4)
+    line=$(OMP_NUM_THREADS=$THREADS node bench/llama_cpp_peer.mjs "$ROOT" "$DIR/$t.gguf" "$THREADS" "$PROMPT" "$STEPS" 4)
     after=$(triad)
     echo "$r $t $(cat "$DIR/$t.bytes") $before $after $line" >>"$OUT"
     python3 - "$r" "$t" "$(cat "$DIR/$t.bytes")" "$before" "$after" "$line" <<'EOF'

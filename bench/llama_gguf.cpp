@@ -6,15 +6,24 @@
 // as many weights (750M) as the attention and the one routed expert of ZAYA1-base's 80
 // sub-layers (bf16 2.57 GB against 2.58; q8_0 1.37 GB; q4_k with a q6_k head 0.86 GB).
 //   bench_llama_gguf OUT.gguf --type bf16|q8_0|q4_k [--layers 21] [--hidden 2048] [--ffn 4096]
-//                    [--heads 16] [--kv-heads 4] [--vocab 262272] [--seed 1]
+//                    [--heads 16] [--kv-heads 4] [--vocab 262272] [--seed 1] [--std 0.02]
+//                    [--embedding-type bf16|q8_0|q4_0|q4_k|q6_k] [--zero-layers] [--dump-embedding F]
 // Weight types as zaya quantize's mixes: every matrix in the type, the embedding in the same
-// type (q6_k in a q4_k file), norms f32. The vocabulary is a placeholder SentencePiece-style
+// type (q6_k in a q4_k file; --embedding-type sets it), norms f32 (ones). Weights uniform
+// with standard deviation --std. --zero-layers writes the layers' matrices as zeros: each
+// layer then adds nothing to the residual stream, and the logits are those of the embedding
+// alone, E (rmsnorm(E[token]) * w) (tests/llama_cpp_blocks.sh checks llama.cpp's against
+// them); the output norm's w is then uniform in [0, 2), so that an element misplaced within
+// a block would show (with w all ones, the logits do not depend on the order of the dims).
+// --dump-embedding writes the embedding's fp32 values before quantizing (raw little-endian
+// float32, vocab x hidden), against which the test measures the decoded values' error. The vocabulary is a placeholder SentencePiece-style
 // one (<unk> <s> </s>, 256 byte pieces, then "t<i>"): the peer feeds token ids. Written
 // through the same GgufWriter and block quantizers as `zaya quantize`, so llama.cpp loading
 // and running the file is also a check that those blocks are llama.cpp's. Prints the weight
 // bytes a decode step reads.
 #include <cstdio>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -37,6 +46,9 @@ struct Args {
   std::string out, type;
   int layers = 21, hidden = 2048, ffn = 4096, heads = 16, kv_heads = 4, vocab = 262272;
   uint64_t seed = 1;
+  double std = 0.02;
+  std::string embedding_type, dump_embedding;
+  bool zero_layers = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -62,11 +74,16 @@ Args parse(int argc, char** argv) {
     else if (k == "--kv-heads") pos_int(&a.kv_heads);
     else if (k == "--vocab") pos_int(&a.vocab);
     else if (k == "--seed") a.seed = std::strtoull(val().c_str(), nullptr, 10);
+    else if (k == "--std") a.std = std::atof(val().c_str());
+    else if (k == "--embedding-type") a.embedding_type = val();
+    else if (k == "--zero-layers") a.zero_layers = true;
+    else if (k == "--dump-embedding") a.dump_embedding = val();
     else if (!k.empty() && k[0] != '-' && a.out.empty()) a.out = k;
     else fail("bench_llama_gguf: unknown option ", k, " (see the comment at the top of bench/llama_gguf.cpp)");
   }
   if (a.out.empty()) fail("bench_llama_gguf: OUT.gguf is required");
   if (a.type != "bf16" && a.type != "q8_0" && a.type != "q4_k") fail("--type ", a.type, ": expected bf16, q8_0 or q4_k");
+  if (!(a.std > 0 && a.std < 1e3)) fail("--std: expected a positive number");
   if (a.hidden % a.heads || a.heads % a.kv_heads) fail("--heads ", a.heads, " must divide --hidden and be a multiple of --kv-heads");
   return a;
 }
@@ -83,7 +100,10 @@ int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
     const QType mat = a.type == "bf16" ? QType::BF16 : a.type == "q8_0" ? QType::Q8_0 : QType::Q4_K;
-    const QType emb = a.type == "q4_k" ? QType::Q6_K : mat;
+    QType emb = a.type == "q4_k" ? QType::Q6_K : mat;
+    if (!a.embedding_type.empty() &&
+        (!quant::qtype_parse(a.embedding_type.c_str(), &emb) || emb == QType::F32 || emb == QType::F16))
+      fail("--embedding-type ", a.embedding_type, ": expected bf16, q8_0, q4_0, q4_k or q6_k");
     const int hd = a.hidden / a.heads, kv = hd * a.kv_heads;
     for (const int64_t K : {int64_t(a.hidden), int64_t(a.ffn)})
       if (K % quant::qtype_block(mat) || K % quant::qtype_block(emb))
@@ -147,6 +167,9 @@ int main(int argc, char** argv) {
     Philox rng(a.seed, 7);
     std::vector<float> row;
     std::vector<uint8_t> chunk;
+    std::FILE* dump = nullptr;
+    if (!a.dump_embedding.empty() && !(dump = std::fopen(a.dump_embedding.c_str(), "wb")))
+      fail(a.dump_embedding, ": cannot write");
     for (const Tensor& t : ts) {
       row.resize(size_t(t.K));
       const size_t rb = quant::qtype_row_bytes(t.type, t.K);
@@ -156,11 +179,17 @@ int main(int argc, char** argv) {
         chunk.resize(size_t(nr) * rb);
         for (int64_t r = 0; r < nr; ++r) {
           uint8_t* dst = chunk.data() + size_t(r) * rb;
-          if (t.N == 1) {  // a norm's weight: ones, as initialised
+          if (t.N == 1 && a.zero_layers && t.name == "output_norm.weight") {
+            for (float& x : row) x = float(rng.uniform() * 2);  // (see the top of the file)
+          } else if (t.N == 1) {  // a norm's weight: ones, as initialised
             for (float& x : row) x = 1.f;
-          } else {  // uniform with the standard deviation 0.02 of the usual initialisation
-            for (float& x : row) x = float((rng.uniform() * 2 - 1) * 0.034641);
+          } else if (a.zero_layers && t.name.rfind("blk.", 0) == 0) {
+            for (float& x : row) x = 0.f;
+          } else {  // uniform: half-width sqrt(3) std
+            for (float& x : row) x = float((rng.uniform() * 2 - 1) * std::sqrt(3.0) * a.std);
           }
+          if (dump && t.name == "token_embd.weight" && std::fwrite(row.data(), 4, row.size(), dump) != row.size())
+            fail(a.dump_embedding, ": write failed");
           if (t.type == QType::F32) std::memcpy(dst, row.data(), rb);
           else if (t.type == QType::BF16) convert_to_bf16(row.data(), reinterpret_cast<bf16*>(dst), row.size());
           else quant::quantize_row(t.type, row.data(), dst, t.K);
@@ -169,6 +198,7 @@ int main(int argc, char** argv) {
       }
     }
     w.finish();
+    if (dump && std::fclose(dump) != 0) fail(a.dump_embedding, ": write failed");
     std::printf("%s: llama, %d layers, hidden %d, ffn %d, heads %d/%d, vocab %d, %s (embedding %s): "
                 "%.3f GB weights read per decode step, written in %.1f s\n",
                 a.out.c_str(), a.layers, a.hidden, a.ffn, a.heads, a.kv_heads, a.vocab, a.type.c_str(),
