@@ -13,9 +13,13 @@
 # Environment: PEER_DIR (/tmp/zaya_llama_peer: the GGUF files, ~4.8 GB, kept and reused),
 #   PEER_TYPES ("bf16 q8_0 q4_k"), PEER_ROUNDS (3: the types' order alternates by round),
 #   PEER_THREADS (2), PEER_PROMPT (64), PEER_STEPS (32 timed tokens, after 4 untimed).
-# The peer is node-llama-cpp 3.21.1 (its prebuilt CPU build of llama.cpp: the ggml CPU
-# backend matching this CPU is picked at run time, and printed), installed by
-# tools/npm_llama_cpp.sh into ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-llama-cpp.
+# The peer is the llama.cpp of node-llama-cpp 3.21.1: its prebuilt CPU libraries (the ggml
+# CPU backend matching this CPU is picked at run time, and printed), installed by
+# tools/npm_llama_cpp.sh into ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-llama-cpp, driven by
+# bench/peer/llama_decode.cpp as llama-bench's "tg" test does: llama_decode of one token a
+# step with the LM head's logits, no sampling (through node-llama-cpp's own generator, its
+# sampling and thread hand-offs added 3-4 ms a token), the median of the timed tokens, as
+# bench_zaya1_base times zaya's decode steps.
 set -euo pipefail
 BUILD=${1:-build}
 DIR=${PEER_DIR:-/tmp/zaya_llama_peer}
@@ -35,6 +39,22 @@ for b in zaya bench_llama_gguf; do
 done
 
 ROOT=$(bash tools/npm_llama_cpp.sh)
+# The decode loop (bench/peer/llama_decode.cpp), built against the llama.h of the package's
+# own llama.cpp source bundle and linked with its prebuilt libraries.
+BINS="$ROOT/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+DRIVER="$ROOT/llama_decode"
+if [ ! -x "$DRIVER" ] || [ bench/peer/llama_decode.cpp -nt "$DRIVER" ]; then
+  hdr="$ROOT/llama-headers"
+  if [ ! -f "$hdr/include/llama.h" ]; then
+    src=$(mktemp -d)
+    git clone --quiet --no-checkout "$ROOT/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src/llama.cpp" 2>/dev/null
+    mkdir -p "$hdr"
+    git -C "$src/llama.cpp" archive HEAD include ggml/include | tar -x -C "$hdr"
+    rm -rf "$src"
+  fi
+  g++ -O2 -std=c++17 -I"$hdr/include" -I"$hdr/ggml/include" bench/peer/llama_decode.cpp \
+    "$BINS/libllama.v0.4.0.so" "$BINS/libggml.v0.4.0.so" "$BINS/libggml-base.so" -Wl,-rpath,"$BINS" -o "$DRIVER"
+fi
 
 mkdir -p "$DIR"
 for t in $TYPES; do
@@ -61,7 +81,7 @@ for r in $(seq "$ROUNDS"); do
   [ $((r % 2)) -eq 0 ] && order=$(echo "$TYPES" | tr ' ' '\n' | tac | tr '\n' ' ')
   for t in $order; do
     before=$(triad)
-    line=$(OMP_NUM_THREADS=$THREADS node bench/llama_cpp_peer.mjs "$ROOT" "$DIR/$t.gguf" "$THREADS" "$PROMPT" "$STEPS" 4)
+    line=$("$DRIVER" "$BINS" "$DIR/$t.gguf" "$THREADS" "$PROMPT" "$STEPS" 4)
     after=$(triad)
     echo "$r $t $(cat "$DIR/$t.bytes") $before $after $line" >>"$OUT"
     python3 - "$r" "$t" "$(cat "$DIR/$t.bytes")" "$before" "$after" "$line" <<'EOF'
@@ -84,7 +104,7 @@ for ln in open(sys.argv[1]):
     rows.setdefault(int(r), {})[t] = (float(gb), (float(b) + float(a)) / 2, j)
 types = list(next(iter(rows.values())).keys())
 j0 = next(iter(rows.values()))[types[0]][2]
-print(f"# llama.cpp via node-llama-cpp 3.21.1 (release tag {j0['llama_cpp']}), CPU backend {j0['cpu_backend']}: {j0['system_info']}")
+print(f"# llama.cpp of node-llama-cpp 3.21.1 (its prebuilt libraries, tag v0.4.0), CPU backend {j0['cpu_backend']}: {j0['system_info']}")
 print("| format | GB / token | ms / token | tokens/s | roofline ratio | vs bf16, same round |")
 print("|---|---|---|---|---|---|")
 for t in types:
