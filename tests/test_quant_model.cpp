@@ -194,6 +194,26 @@ TEST(QuantModel, IndependentPythonReaderAgrees) {
   }
 }
 
+// A tokenizer with more pieces than the model has embedding rows: one line naming both
+// counts, and nothing written (generate and eval would refuse the file).
+TEST(QuantModel, TokenizerLargerThanTheVocabularyIsAnError) {
+  test_util::TempDir out("quant_model", "tok");
+  ModelConfig c = small_cfg();
+  c.vocab_size = 200;  // the byte tokenizer has 256 byte pieces and its specials
+  Model<float> m(c);
+  randomize_for_checks(m.layout, 5, m.params.data(), m.buffers.data());
+  save_hf_dir(out / "src", m, DType::BF16, 0, false);
+  QuantizeOptions o;
+  o.type = QType::Q8_0;
+  o.progress = false;
+  o.tokenizer = source_dir() + "/tokenizer.json";
+  const std::string e = test_util::error_of([&] { quantize_model(out / "src", out / "q", o); });
+  EXPECT_NE(e.find("pieces but the model's vocabulary is 200"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(out / "q"));
+  EXPECT_EQ(entries_of(out.path), (std::vector<std::string>{"src"}));
+}
+
 TEST(QuantModel, NanScaleAndTruncationAreOneLineErrors) {
   test_util::TempDir out("quant_model", "nan");
   quantize_to(out / "m", QType::Q8_0);

@@ -160,6 +160,9 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
   if (!o.tokenizer.empty()) tok_path = o.tokenizer;
   if (tok_path.empty())  // a random-weight benchmark model has none
     log_warn(src, ": no tokenizer (tokenizer.json / tokenizer.model; --tokenizer names one): the quantized model has none");
+  // A tokenizer with ids past the embedding would make a file that generate and eval refuse.
+  if (const int n = tok_path.empty() ? 0 : load_tokenizer(tok_path)->vocab_size(); n > cfg.vocab_size)
+    fail("tokenizer ", tok_path, " has ", n, " pieces but the model's vocabulary is ", cfg.vocab_size);
   if (fs::exists(dst) && !(fs::is_directory(dst) && fs::is_empty(dst)) && !o.force)
     fail(dst, ": exists (pass --force to replace it)");
 
