@@ -12,14 +12,18 @@
 # Usage: bash bench/llama_cpp_peer.sh [BUILD]            (from the repo root; BUILD: build)
 # Environment: PEER_DIR (/tmp/zaya_llama_peer: the GGUF files, ~4.8 GB, kept and reused),
 #   PEER_TYPES ("bf16 q8_0 q4_k"), PEER_ROUNDS (3: the types' order alternates by round),
-#   PEER_THREADS (2), PEER_PROMPT (64), PEER_STEPS (32 timed tokens, after 4 untimed).
+#   PEER_THREADS (2), PEER_PROMPT (64), PEER_STEPS (32 timed tokens, after 4 untimed),
+#   PEER_ZAYA (a ZAYA1-base bf16 directory, with DIR-q8_0 / DIR-q4_k beside it as
+#   `bench_zaya1_base --dir DIR --keep --quant TYPE` leaves them: zaya's decode of each format,
+#   `bench_zaya1_base --decode-only`, then runs right after llama.cpp's in every round, and the
+#   table adds zaya's columns and the ratio of the two engines' bytes per second).
 # The peer is the llama.cpp of node-llama-cpp 3.21.1: its prebuilt CPU libraries (the ggml
 # CPU backend matching this CPU is picked at run time, and printed), installed by
 # tools/npm_packages.sh into ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-llama-cpp, driven by
 # bench/peer/llama_decode.cpp as llama-bench's "tg" test does: llama_decode of one token a
 # step with the LM head's logits, no sampling (through node-llama-cpp's own generator, its
-# sampling and thread hand-offs added 3-4 ms a token), the median of the timed tokens, as
-# bench_zaya1_base times zaya's decode steps.
+# sampling and thread hand-offs added 3-4 ms a token), the mean of the timed tokens, as
+# llama-bench and bench_zaya1_base report.
 set -euo pipefail
 BUILD=${1:-build}
 DIR=${PEER_DIR:-/tmp/zaya_llama_peer}
@@ -28,13 +32,20 @@ ROUNDS=${PEER_ROUNDS:-3}
 THREADS=${PEER_THREADS:-2}
 PROMPT=${PEER_PROMPT:-64}
 STEPS=${PEER_STEPS:-32}
+ZAYA=${PEER_ZAYA:-}
 for v in ROUNDS THREADS PROMPT STEPS; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp_peer.sh: PEER_$v='${!v}': expected a positive integer" >&2; exit 1; }
 done
+if [ -n "$ZAYA" ]; then
+  for t in $TYPES; do
+    d=$ZAYA; [ "$t" = bf16 ] || d="$ZAYA-$t"
+    [ -f "$d/config.json" ] || { echo "llama_cpp_peer.sh: PEER_ZAYA: $d is not a model directory (bench_zaya1_base --keep --quant $t leaves it)" >&2; exit 1; }
+  done
+fi
 for t in $TYPES; do
   case $t in bf16 | q8_0 | q4_k) ;; *) echo "llama_cpp_peer.sh: PEER_TYPES: '$t' is not bf16, q8_0 or q4_k" >&2; exit 1 ;; esac
 done
-for b in zaya bench_llama_gguf; do
+for b in zaya bench_llama_gguf bench_zaya1_base; do
   [ -x "$BUILD/$b" ] || { echo "llama_cpp_peer.sh: $BUILD/$b missing: run make build first" >&2; exit 1; }
 done
 
@@ -73,9 +84,15 @@ triad() {  # best triad GB/s over 3 arrays of 256 MB, as bench_zaya1_base measur
 }
 
 OUT=$(mktemp)
-trap 'rm -f "$OUT"' EXIT
+trap 'rm -f "$OUT" "$OUT.info"' EXIT
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $THREADS threads, prompt $PROMPT, $STEPS timed tokens, $ROUNDS rounds;" \
   "CPU flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_vnni|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+show() {  # the last record: round, format, engine, GB, triads, ms
+  read -r r t e gb b a ms < <(tail -n 1 "$OUT")
+  python3 -c 'import sys; r,t,e,gb,b,a,ms=sys.argv[1:]; tr=(float(b)+float(a))/2
+print(f"round {r} {t:5s} {e:9s} {float(ms):6.1f} ms/token, {float(gb):.3f} GB/token, triad {float(b):.1f} / {float(a):.1f} GB/s -> roofline ratio {float(gb)/tr*1e3/float(ms):.2f}")' \
+    "$r" "$t" "$e" "$gb" "$b" "$a" "$ms"
+}
 for r in $(seq "$ROUNDS"); do
   order=$TYPES
   [ $((r % 2)) -eq 0 ] && order=$(echo "$TYPES" | tr ' ' '\n' | tac | tr '\n' ' ')
@@ -83,36 +100,50 @@ for r in $(seq "$ROUNDS"); do
     before=$(triad)
     line=$("$DRIVER" "$BINS" "$DIR/$t.gguf" "$THREADS" "$PROMPT" "$STEPS" 4)
     after=$(triad)
-    echo "$r $t $(cat "$DIR/$t.bytes") $before $after $line" >>"$OUT"
-    python3 - "$r" "$t" "$(cat "$DIR/$t.bytes")" "$before" "$after" "$line" <<'EOF'
-import json, sys
-r, t, gb, b, a, line = sys.argv[1:]
-j = json.loads(line)
-triad = (float(b) + float(a)) / 2
-print(f"round {r} {t:5s} {j['ms_per_token']:6.1f} ms/token ({j['tokens_per_s']:5.1f} tokens/s, fastest {j['ms_per_token_min']:.1f}), "
-      f"{float(gb):.3f} GB/token, triad {float(b):.1f} / {float(a):.1f} GB/s -> roofline ratio "
-      f"{float(gb) / triad * 1e3 / j['ms_per_token']:.2f}; prefill {j['prefill_s']:.2f} s; backend {j['cpu_backend']}")
-EOF
+    [ -f "$OUT.info" ] || echo "$line" >"$OUT.info"
+    ms=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ms_per_token"])' "$line")
+    echo "$r $t llama.cpp $(cat "$DIR/$t.bytes") $before $after $ms" >>"$OUT"
+    show
+    if [ -n "$ZAYA" ]; then  # zaya's decode of ZAYA1-base in the same format, right after
+      zdir=$ZAYA
+      [ "$t" = bf16 ] || zdir="$ZAYA-$t"
+      zl=$(OMP_NUM_THREADS=$THREADS "$BUILD/bench_zaya1_base" --dir "$zdir" --decode-only --prompt "$PROMPT" \
+             --steps "$STEPS" --threads "$THREADS" | grep ' ms/token), ')
+      # "NAME load .. decode X tokens/s (Y ms/token), Z GB weights/token, triad W GB/s -> ..."
+      read -r zms zgb ztriad < <(echo "$zl" | sed -E 's/.*\(([0-9.]+) ms\/token\), ([0-9.]+) GB weights\/token, triad ([0-9.]+) GB\/s.*/\1 \2 \3/')
+      echo "$r $t zaya $zgb $ztriad $ztriad $zms" >>"$OUT"
+      show
+    fi
   done
 done
 python3 - "$OUT" <<'EOF'
 import json, statistics, sys
 rows = {}
 for ln in open(sys.argv[1]):
-    r, t, gb, b, a, line = ln.split(" ", 5)
-    j = json.loads(line)
-    rows.setdefault(int(r), {})[t] = (float(gb), (float(b) + float(a)) / 2, j)
-types = list(next(iter(rows.values())).keys())
-j0 = next(iter(rows.values()))[types[0]][2]
-print(f"# llama.cpp of node-llama-cpp 3.21.1 (its prebuilt libraries, tag v0.4.0), CPU backend {j0['cpu_backend']}: {j0['system_info']}")
-print("| format | GB / token | ms / token | tokens/s | roofline ratio | vs bf16, same round |")
-print("|---|---|---|---|---|---|")
-for t in types:
-    ms = [rows[r][t][2]["ms_per_token"] for r in rows]
-    rr = [rows[r][t][0] / rows[r][t][1] * 1e3 / rows[r][t][2]["ms_per_token"] for r in rows]
-    sp = [rows[r]["bf16"][2]["ms_per_token"] / rows[r][t][2]["ms_per_token"] for r in rows if "bf16" in rows[r]]
-    med = statistics.median
-    spd = f"{med(sp):.2f}x ({min(sp):.2f}-{max(sp):.2f})" if sp and t != "bf16" else "-"
-    print(f"| {t} | {rows[1][t][0]:.3f} | {med(ms):.1f} ({min(ms):.1f}-{max(ms):.1f}) | {1e3 / med(ms):.1f} | "
-          f"{med(rr):.2f} ({min(rr):.2f}-{max(rr):.2f}) | {spd} |")
+    r, t, eng, gb, b, a, ms = ln.split()
+    rows.setdefault(eng, {}).setdefault(t, {})[int(r)] = (float(gb), (float(b) + float(a)) / 2, float(ms))
+j0 = json.loads(open(sys.argv[1] + ".info").read())
+print(f"# llama.cpp of node-llama-cpp 3.21.1 (its prebuilt libraries, tag v0.4.0), CPU backend {j0['cpu_backend']}: "
+      f"{j0['system_info']}")
+print("# medians (ranges) over the rounds of: mean ms per token; roofline ratio = (weight GB per token / triad) /")
+print("# time per token; vs bf16 = the engine's bf16 ms / this format's ms in the same round")
+med = statistics.median
+def fmt(v, f="{:.2f}", unit=""):
+    return f"{f.format(med(v))}{unit} ({f.format(min(v))}-{f.format(max(v))})"
+engines = [e for e in ("llama.cpp", "zaya") if e in rows]
+both = len(engines) == 2
+print("| format | " + " | ".join(f"{e} GB / token | {e} ms / token | {e} roofline ratio | {e} vs bf16" for e in engines)
+      + (" | zaya / llama.cpp, bytes per second |" if both else " |"))
+print("|---|" + "---|---|---|---|" * len(engines) + ("---|" if both else ""))
+for t in rows[engines[0]]:
+    cells = []
+    for e in engines:
+        v = rows[e][t]
+        sp = [rows[e]["bf16"][r][2] / x[2] for r, x in v.items() if "bf16" in rows[e] and r in rows[e]["bf16"]]
+        cells += [f"{next(iter(v.values()))[0]:.3f}", fmt([x[2] for x in v.values()], "{:.1f}"),
+                  fmt([x[0] / x[1] * 1e3 / x[2] for x in v.values()]), fmt(sp, unit="x") if sp and t != "bf16" else "-"]
+    if both:
+        z, l = rows["zaya"][t], rows["llama.cpp"][t]
+        cells.append(fmt([(z[r][0] / z[r][2]) / (l[r][0] / l[r][2]) for r in z if r in l], unit="x"))
+    print(f"| {t} | " + " | ".join(cells) + " |")
 EOF

@@ -4,7 +4,8 @@
 //   (weight bytes read per step / STREAM triad bandwidth) / measured time per step,
 // with the triad measured right before and after the batch-1 decode (their mean).
 //   bench_zaya1_base [--dir D] [--keep] [--reuse] [--triad-gbs G] [--config TOML] [--kv bf16|fp32]
-//                    [--prompt N] [--steps N] [--batch N] [--threads N]
+//                    [--prompt N] [--steps N] [--batch N] [--threads N] [--quant TYPE [--rounds N]]
+//                    [--decode-only]
 // Without --triad-gbs it runs STREAM triad (as `zaya bench mem`) on this machine first.
 //
 // --quant q8_0|q4_0|q4_k: quantized weights against bf16 in one run (bench/zaya1_base_quant.h):
@@ -17,6 +18,9 @@
 // even ones (each model loaded anew; the first pair also scores and compares logits), each
 // pair's ratios, then their medians: a VM's memory bandwidth moves minute to minute, and one
 // pair is one minute.
+// --decode-only: decode the model directory --dir as it is (bf16 or quantized; nothing written,
+// no bf16 reference): batch-1 decode with the triad measured around it, one line as each model
+// of --quant prints (bench/llama_cpp_peer.sh runs it beside llama.cpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -46,7 +50,7 @@ struct Args {
   std::string dir = "/tmp/zaya1_base_bench", config = ZAYA_SOURCE_DIR "/configs/zaya1-base.toml";
   std::string quant, limit_child;  // --quant TYPE; --limit-child DIR (internal: the 16 GB test)
   std::string kv = "bf16";
-  bool keep = false, reuse = false;
+  bool keep = false, reuse = false, decode_only = false;
   double triad_gbs = 0;
   int prompt = 512, steps = 16, batch = 8, threads = 0, rounds = 1;
 };
@@ -72,6 +76,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--rounds") a.rounds = std::atoi(val().c_str());
     else if (k == "--kv") a.kv = val();
     else if (k == "--limit-child") a.limit_child = val();
+    else if (k == "--decode-only") a.decode_only = true;
     else fail("unknown option ", k, " (see the comment at the top of bench/zaya1_base.cpp)");
   }
   ZAYA_CHECK(a.prompt > 0 && a.steps > 0 && a.batch > 0 && a.rounds > 0,
@@ -127,6 +132,12 @@ int main(int argc, char** argv) {
     const int threads = omp_get_max_threads();
     const ModelConfig cfg = load_model_config(a.config);
     if (!a.limit_child.empty()) return limit_child(a.limit_child, cfg, a.kv == "fp32");
+    if (a.decode_only) {
+      ZAYA_CHECK(fs::exists(fs::path(a.dir) / "config.json"), a.dir, ": no model directory (config.json) to decode");
+      QuantBenchArgs q{a.dir, "", a.config, a.kv == "fp32", true, a.prompt, a.steps, threads, a.triad_gbs, 0, 1};
+      run_model(fs::path(a.dir).filename().string(), a.dir, cfg, q, false);
+      return 0;
+    }
     std::printf("model %s, %d threads, bf16 kernel %s\n", cfg.name.c_str(), threads, linear_bf16_kernel());
     const double triad = a.triad_gbs > 0 ? a.triad_gbs : triad_gbs(threads);
     std::printf("STREAM triad %.2f GB/s%s\n", triad, a.triad_gbs > 0 ? " (given)" : " (measured now)");

@@ -2,7 +2,8 @@
 // time with the logits of the LM head computed, no sampling, timed per token. Built by
 // bench/llama_cpp_peer.sh against the llama.h of node-llama-cpp's pinned llama.cpp (from the
 // package's source bundle) and linked with the package's prebuilt libraries; not part of the
-// zaya build. Prints one JSON line: prefill seconds, the median and fastest ms per token,
+// zaya build. Prints one JSON line: prefill seconds, the mean (as llama-bench and
+// bench_zaya1_base report), median and fastest ms per token,
 // llama.cpp's system info and the CPU backend variant it loaded.
 //   llama_decode BINS_DIR MODEL THREADS PROMPT STEPS WARMUP
 #include <algorithm>
@@ -89,6 +90,8 @@ int main(int argc, char** argv) {
   std::sort(s.begin(), s.end());
   const size_t n = s.size();
   const double median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  double mean = 0;
+  for (double x : ms) mean += x / double(n);
   std::ifstream maps("/proc/self/maps");
   std::stringstream all;
   all << maps.rdbuf();
@@ -100,9 +103,10 @@ int main(int argc, char** argv) {
   for (char& c : info)
     if (c == '"' || c == '\\') c = ' ';
   std::printf("{\"model\": \"%s\", \"threads\": %d, \"prompt\": %d, \"steps\": %zu, \"prefill_s\": %.4f, "
-              "\"ms_per_token\": %.4f, \"ms_per_token_min\": %.4f, \"tokens_per_s\": %.3f, \"cpu_backend\": \"%s\", "
+              "\"ms_per_token\": %.4f, \"ms_per_token_median\": %.4f, \"ms_per_token_min\": %.4f, \"tokens_per_s\": %.3f, "
+              "\"cpu_backend\": \"%s\", "
               "\"system_info\": \"%s\"}\n",
-              path, threads, prompt, n, prefill, median, s[0], 1e3 / median, backend.c_str(), info.c_str());
+              path, threads, prompt, n, prefill, mean, median, s[0], 1e3 / mean, backend.c_str(), info.c_str());
   llama_free(ctx);
   llama_model_free(model);
   llama_backend_free();
