@@ -16,14 +16,13 @@
 // them); the output norm's w is then uniform in [0, 2), so that an element misplaced within
 // a block would show (with w all ones, the logits do not depend on the order of the dims).
 // --dump-embedding writes the embedding's fp32 values before quantizing (raw little-endian
-// float32, vocab x hidden), against which the test measures the decoded values' error. The vocabulary is a placeholder SentencePiece-style
-// one (<unk> <s> </s>, 256 byte pieces, then "t<i>"): the peer feeds token ids. Written
-// through the same GgufWriter and block quantizers as `zaya quantize`, so llama.cpp loading
-// and running the file is also a check that those blocks are llama.cpp's. Prints the weight
-// bytes a decode step reads.
-#include <cstdio>
+// float32, vocab x hidden), against which the test measures the decoded values' error.
+// The vocabulary is a placeholder SentencePiece-style one (<unk> <s> </s>, 256 byte pieces,
+// then "t<i>"): the peer feeds token ids. Written through the same GgufWriter and block
+// quantizers as `zaya quantize`. Prints the weight bytes a decode step reads.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
