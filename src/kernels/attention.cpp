@@ -110,7 +110,7 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
     if (attention_bf16_on()) return attention_forward_bf16(out, lse, q, k, v, s);
     if (attention_tiles_on(s)) return attention_forward_tiles(out, lse, q, k, v, s);
   }
-#pragma omp parallel for collapse(2) schedule(dynamic)
+#pragma omp parallel for collapse(2) schedule(static)  // contiguous ranges (attention.h, "Threads")
   for (int b = 0; b < s.B; ++b)
     for (int j = 0; j < s.Hq; ++j) {
       T* S = scratch + size_t(omp_get_thread_num()) * s.scratch_per_thread();
@@ -138,8 +138,9 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* out, const 
   }
   const int G = s.Hq / s.Hk, lq = s.ldq, lk = s.ldk, lv = s.ldv, lo = s.ldo, rb = attn_row_block(s);
   const T scale = T(1) / std::sqrt(T(s.hd));
-  // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free.
-#pragma omp parallel for collapse(2) schedule(dynamic)
+  // One task per (batch, KV head): the G query heads sharing it accumulate dK/dV race-free;
+  // contiguous ranges of them per thread (attention.h, "Threads").
+#pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < s.B; ++b)
     for (int g = 0; g < s.Hk; ++g) {
       T* P = scratch + size_t(omp_get_thread_num()) * s.scratch_per_thread();

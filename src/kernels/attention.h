@@ -8,6 +8,15 @@
 // Layout: q rows [B*Tq] of Hq heads, k and v rows [B*Tk] of Hk heads, out rows [B*Tq] of Hq
 // heads, each with its own row stride (ld*); lse [B, Hq, Tq]. dq/dk/dv/dout share the
 // strides of q/k/v/out.
+//
+// Threads: training and prefill split their (batch, head) tasks over the threads in contiguous
+// ranges (schedule(static)), so that two threads rarely work on the same batch row at once. In
+// turn (schedule(dynamic)) they took (b, g) and (b, g + 1) together and wrote neighbouring
+// columns of the same dQ / dK / dV / O rows, where a cache line straddles the two heads unless
+// the arrays are 64-byte aligned (std::vector gives 16 mod 64): zaya1-small's layer on the
+// 2-core Zen 5 VM (`bench_gemm_bf16 --attention`, 2 threads, 4 alternated rounds) ran backward
+// in 3.49-3.54 ms fp32 / 2.84-2.92 bf16 in turn, 2.69-2.77 / 2.12-2.14 in ranges (a pair of
+// heads per thread in turn, whole batch rows: 3.12-3.16 / 2.53-2.55).
 #pragma once
 #include <algorithm>
 #include <cstddef>

@@ -48,10 +48,11 @@ Scratch& group_scratch(const float* k, const float* v, const AttnShape& s, int b
 }
 
 // f(b, g, scratch) for every (batch, KV head) pair, split over the threads: each pair's G
-// query heads share its K and V (rounded once) and accumulate dK/dV race-free.
+// query heads share its K and V (rounded once) and accumulate dK/dV race-free. Contiguous
+// ranges of pairs per thread (attention.h, "Threads").
 template <class F>
 void for_each_group(const float* k, const float* v, const AttnShape& s, F&& f) {
-#pragma omp parallel for collapse(2) schedule(dynamic)
+#pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < s.B; ++b)
     for (int g = 0; g < s.Hk; ++g) f(b, g, group_scratch(k, v, s, b, g));
 }

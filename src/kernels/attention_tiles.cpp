@@ -149,10 +149,11 @@ Scratch& thread_scratch(const AttnShape& s, bool backward) {
 
 // f(b, g, scratch) for every (batch, KV head) pair, split over the threads, each with its own
 // scratch: a pair's G query heads share its packed K and V, and accumulate dK/dV race-free.
-// scratch(s, backward): this thread's buffers (thread_scratch<Tile>, bf16_scratch).
+// scratch(s, backward): this thread's buffers (thread_scratch<Tile>, bf16_scratch). Contiguous
+// ranges of pairs per thread (attention.h, "Threads").
 template <class Scr, class F>
 void for_each_group(const AttnShape& s, bool backward, Scr& (*scratch)(const AttnShape&, bool), F&& f) {
-#pragma omp parallel for collapse(2) schedule(dynamic)
+#pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < s.B; ++b)
     for (int g = 0; g < s.Hk; ++g) f(b, g, scratch(s, backward));
 }
