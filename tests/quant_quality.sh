@@ -23,6 +23,11 @@ if [ ! -e "$CKPT" ] || [ ! -s "$DATA/val_000.bin" ]; then
   echo "SKIP: no $CKPT or $DATA/val_000.bin (make demo trains the demo model)"
   exit 0
 fi
+# A demo stopped before its first checkpoint leaves runs/demo with its data only.
+if [ $CHECK = 1 ] && [ ! -e "$CKPT/manifest.json" ] && [ ! -e "$CKPT/latest" ] && [ ! -e "$CKPT/ckpt/latest" ]; then
+  echo "SKIP: $CKPT holds no checkpoint yet (make demo trains the demo model)"
+  exit 0
+fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$ZAYA" ckpt export-hf "$CKPT" "$T/bf16" --dtype bf16 > /dev/null
