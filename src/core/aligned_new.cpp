@@ -11,10 +11,22 @@
 //
 // Linked into every executable through zaya_core: the executables reference operator new, so
 // the linker takes this object from the archive before libstdc++'s definitions. free() takes
-// both malloc's and aligned_alloc's blocks, so any delete of any block is right.
+// both malloc's and aligned_alloc's blocks, so any delete of any block is right. Sanitizer
+// builds (make test-asan, make fuzz) keep the sanitizer's own operator new, which checks that
+// each block is deleted as it was allocated.
 #include <cstdlib>
 #include <new>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ZAYA_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define ZAYA_ASAN 1
+#endif
+
+#ifndef ZAYA_ASAN
 namespace {
 
 constexpr std::size_t kLine = 64, kAlignFrom = 4096;
@@ -51,3 +63,4 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#endif  // ZAYA_ASAN
