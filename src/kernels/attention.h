@@ -10,13 +10,16 @@
 // strides of q/k/v/out.
 //
 // Threads: training and prefill split their (batch, head) tasks over the threads in contiguous
-// ranges (schedule(static)), so that two threads rarely work on the same batch row at once. In
+// ranges (schedule(static)), so that two threads rarely work on the same batch rows at once. In
 // turn (schedule(dynamic)) they took (b, g) and (b, g + 1) together and wrote neighbouring
-// columns of the same dQ / dK / dV / O rows, where a cache line straddles the two heads unless
-// the arrays are 64-byte aligned (std::vector gives 16 mod 64): zaya1-small's layer on the
-// 2-core Zen 5 VM (`bench_gemm_bf16 --attention`, 2 threads, 4 alternated rounds) ran backward
-// in 3.49-3.54 ms fp32 / 2.84-2.92 bf16 in turn, 2.69-2.77 / 2.12-2.14 in ranges (a pair of
-// heads per thread in turn, whole batch rows: 3.12-3.16 / 2.53-2.55).
+// columns of the same dQ / dK / dV / O rows. zaya1-small's layer on the 2-core Zen 5 VM
+// (`bench_gemm_bf16 --attention`, 2 threads, 4 alternated rounds), backward fp32 / bf16:
+//   - buffers at 16 mod 64 (a line straddling each pair of heads): in turn 3.49-3.54 / 2.84-2.92
+//     ms, in ranges 2.69-2.77 / 2.12-2.14 (in turn by whole batch rows: 3.12-3.16 / 2.53-2.55);
+//   - buffers on 64-byte lines (core/aligned_new.cpp; the heads' columns in lines of their
+//     own): in turn 2.68-2.79 / 1.99-2.07 ms, in ranges 2.39-2.52 / 1.76-1.86. What still
+//     costs there is not established (one candidate: the adjacent-line prefetch fetching the
+//     line the other thread writes).
 #pragma once
 #include <algorithm>
 #include <cstddef>
