@@ -36,9 +36,12 @@ ZAYA=${PEER_ZAYA:-}
 for v in ROUNDS THREADS PROMPT STEPS; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp_peer.sh: PEER_$v='${!v}': expected a positive integer" >&2; exit 1; }
 done
+zaya_dir() {  # format -> zaya's model directory of it (bf16: PEER_ZAYA itself)
+  if [ "$1" = bf16 ]; then echo "$ZAYA"; else echo "$ZAYA-$1"; fi
+}
 if [ -n "$ZAYA" ]; then
   for t in $TYPES; do
-    d=$ZAYA; [ "$t" = bf16 ] || d="$ZAYA-$t"
+    d=$(zaya_dir "$t")
     [ -f "$d/config.json" ] || { echo "llama_cpp_peer.sh: PEER_ZAYA: $d is not a model directory (bench_zaya1_base --keep --quant $t leaves it)" >&2; exit 1; }
   done
 fi
@@ -105,9 +108,7 @@ for r in $(seq "$ROUNDS"); do
     echo "$r $t llama.cpp $(cat "$DIR/$t.bytes") $before $after $ms" >>"$OUT"
     show
     if [ -n "$ZAYA" ]; then  # zaya's decode of ZAYA1-base in the same format, right after
-      zdir=$ZAYA
-      [ "$t" = bf16 ] || zdir="$ZAYA-$t"
-      zl=$(OMP_NUM_THREADS=$THREADS "$BUILD/bench_zaya1_base" --dir "$zdir" --decode-only --prompt "$PROMPT" \
+      zl=$(OMP_NUM_THREADS=$THREADS "$BUILD/bench_zaya1_base" --dir "$(zaya_dir "$t")" --decode-only --prompt "$PROMPT" \
              --steps "$STEPS" --threads "$THREADS" | grep ' ms/token), ')
       # "NAME load .. decode X tokens/s (Y ms/token), Z GB weights/token, triad W GB/s -> ..."
       read -r zms zgb ztriad < <(echo "$zl" | sed -E 's/.*\(([0-9.]+) ms\/token\), ([0-9.]+) GB weights\/token, triad ([0-9.]+) GB\/s.*/\1 \2 \3/')
