@@ -22,20 +22,32 @@ static void pack_w1(T* w1p, const T* w1, const ConvShape& s) {
       for (int i = 0; i < s.hd; ++i) w1p[(size_t(k) * s.C + o) * s.hd + i] = w1[(size_t(o) * s.hd + i) * s.K1 + k];
 }
 
+// Row j of batch row b, channels [c0, c1).
+template <class T>
+static void depthwise_row(T* y0, const T* p, const T* halo, const T* w0, const T* b0, const ConvShape& s, int b, int j,
+                          int c0, int c1) {
+  const int C = s.C, K0 = s.K0, P = s.K0 - 1 + s.K1 - 1;
+  T* yr = y0 + (size_t(b) * s.rows_per_batch() + j) * C;
+  for (int c = c0; c < c1; ++c) yr[c] = b0[c];
+  for (int k = 0; k < K0; ++k) {  // one input row per tap (hoisted out of the channel loop)
+    const int m = j + k;
+    const T* src = m >= P ? p + (size_t(b) * s.T + (m - P)) * C : halo ? halo + (size_t(b) * P + m) * C : nullptr;
+    if (!src) continue;  // zero padding
+    for (int c = c0; c < c1; ++c) yr[c] += w0[size_t(c) * K0 + k] * src[c];
+  }
+}
+
 template <class T>
 void causal_conv_depthwise(T* y0, const T* p, const T* halo, const T* w0, const T* b0, const ConvShape& s) {
-  const int Tr = s.rows_per_batch(), C = s.C, K0 = s.K0, P = s.K0 - 1 + s.K1 - 1;
-  parallel_for(int64_t(s.B) * Tr, [&](int64_t bj) {
-    const int b = int(bj / Tr), j = int(bj % Tr);
-    T* yr = y0 + size_t(bj) * C;
-    for (int c = 0; c < C; ++c) yr[c] = b0[c];
-    for (int k = 0; k < K0; ++k) {  // one input row per tap (hoisted out of the channel loop)
-      const int m = j + k;
-      const T* src = m >= P ? p + (size_t(b) * s.T + (m - P)) * C : halo ? halo + (size_t(b) * P + m) * C : nullptr;
-      if (!src) continue;  // zero padding
-      for (int c = 0; c < C; ++c) yr[c] += w0[size_t(c) * K0 + k] * src[c];
-    }
-  });
+  const int Tr = s.rows_per_batch();
+  parallel_for(int64_t(s.B) * Tr,
+               [&](int64_t bj) { depthwise_row(y0, p, halo, w0, b0, s, int(bj / Tr), int(bj % Tr), 0, s.C); });
+}
+
+template <class T>
+void causal_conv_depthwise_part(T* y0, const T* p, const T* halo, const T* w0, const T* b0, const ConvShape& s, int b,
+                                int c0, int c1) {
+  for (int j = 0; j < s.rows_per_batch(); ++j) depthwise_row(y0, p, halo, w0, b0, s, b, j, c0, c1);
 }
 
 // Stage 2 with bf16 products (bf16 training): one product per group over all K1 taps, K =
@@ -149,16 +161,25 @@ void causal_conv_forward(T* out, T* y0, T* w1p, const T* p, const T* halo, const
   causal_conv_bias(out, b1, s);
 }
 
+// Row bj of the tall layout, channels [c0, c1): the bias, or zeros on a junk row.
+template <class T>
+static void bias_row(T* out, const T* b1, const ConvShape& s, int64_t bj, int c0, int c1) {
+  T* o = out + size_t(bj) * s.C;
+  if (bj % s.rows_per_batch() >= s.T)
+    std::fill(o + c0, o + c1, T(0));
+  else
+    for (int c = c0; c < c1; ++c) o[c] += b1[c];
+}
+
 template <class T>
 void causal_conv_bias(T* out, const T* b1, const ConvShape& s) {
-  const int Tr = s.rows_per_batch(), C = s.C;
-  parallel_for(int64_t(s.B) * Tr, [&](int64_t bj) {
-    T* o = out + size_t(bj) * C;
-    if (bj % Tr >= s.T)
-      std::memset(o, 0, sizeof(T) * C);
-    else
-      for (int c = 0; c < C; ++c) o[c] += b1[c];
-  });
+  parallel_for(int64_t(s.B) * s.rows_per_batch(), [&](int64_t bj) { bias_row(out, b1, s, bj, 0, s.C); });
+}
+
+template <class T>
+void causal_conv_bias_part(T* out, const T* b1, const ConvShape& s, int b, int c0, int c1) {
+  const int Tr = s.rows_per_batch();
+  for (int j = 0; j < Tr; ++j) bias_row(out, b1, s, int64_t(b) * Tr + j, c0, c1);
 }
 
 template <class T>
@@ -253,7 +274,10 @@ void causal_conv_backward(T* dp, T* dhalo, T* dw0, T* db0, T* dw1, T* db1, T* dy
   template void causal_conv_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
                                        const ConvShape&);                                                      \
   template void causal_conv_depthwise<T>(T*, const T*, const T*, const T*, const T*, const ConvShape&);       \
+  template void causal_conv_depthwise_part<T>(T*, const T*, const T*, const T*, const T*, const ConvShape&, int, \
+                                              int, int);                                                       \
   template void causal_conv_bias<T>(T*, const T*, const ConvShape&);                                          \
+  template void causal_conv_bias_part<T>(T*, const T*, const ConvShape&, int, int, int);                      \
   template void causal_conv_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, T*, const T*,       \
                                         const T*, const T*, const T*, const ConvShape&);
 ZAYA_INST(float)

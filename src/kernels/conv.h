@@ -23,9 +23,16 @@ void causal_conv_forward(T* out_tall, T* y0_tall, T* w1p, const T* p, const T* h
 // Stage 1 alone (inference does stage 2 over the stored bf16 weights): y0_tall from p.
 template <class T>
 void causal_conv_depthwise(T* y0_tall, const T* p, const T* halo, const T* w0, const T* b0, const ConvShape& s);
+// The same for batch row b's rows and channels [c0, c1) only (one task of decode's split).
+template <class T>
+void causal_conv_depthwise_part(T* y0_tall, const T* p, const T* halo, const T* w0, const T* b0, const ConvShape& s,
+                                int b, int c0, int c1);
 // Stage 2's bias on the tall output, the junk rows zeroed (causal_conv_forward's last step).
 template <class T>
 void causal_conv_bias(T* out_tall, const T* b1, const ConvShape& s);
+// The same for batch row b's rows and channels [c0, c1) only.
+template <class T>
+void causal_conv_bias_part(T* out_tall, const T* b1, const ConvShape& s, int b, int c0, int c1);
 // dout_tall: gradient of out in the tall layout, junk rows zero. dy0_tall, dw1p, w1p: scratch
 // (w1p is repacked from w1 here: the forward's packing may have been overwritten).
 // dhalo (nullable): gradient flowing into the halo (context parallel).

@@ -80,7 +80,7 @@ struct Dims {
 
 template <class T, class KV>
 void cca_kv_append(KV* k_cache, KV* v_cache, int capacity, const ModelConfig& c, const CcaDims& d, const T* k_new,
-                   int ldk, const T* v, const int* row_pos0) {
+                   int ldk, const T* v, const int* row_pos0, CcaPart part) {
   const int KD = c.num_kv_heads * c.head_dim;
   const size_t hd = size_t(c.head_dim);
   auto store = [&](const T* src, KV* dst) {
@@ -89,11 +89,13 @@ void cca_kv_append(KV* k_cache, KV* v_cache, int capacity, const ModelConfig& c,
     else
       convert_to_bf16(src, dst, hd);
   };
-  for (int b = 0; b < d.B; ++b) {
+  const int b0 = part.b >= 0 ? part.b : 0, b1 = part.b >= 0 ? part.b + 1 : d.B;
+  const int g0 = part.b >= 0 ? part.g : 0, g1 = part.b >= 0 ? part.g + 1 : c.num_kv_heads;
+  for (int b = b0; b < b1; ++b) {
     const int pos0 = row_pos0 ? row_pos0[b] : d.pos0;
     for (int t = 0; t < d.T; ++t) {
       const size_t row = size_t(b) * d.T + t;
-      for (int g = 0; g < c.num_kv_heads; ++g) {  // head-major: [B, Hk, capacity, hd]
+      for (int g = g0; g < g1; ++g) {  // head-major: [B, Hk, capacity, hd]
         const size_t at = ((size_t(b) * c.num_kv_heads + g) * size_t(capacity) + size_t(pos0 + t)) * hd;
         store(k_new + row * ldk + g * hd, k_cache + at);
         store(v + row * KD + g * hd, v_cache + at);
@@ -124,40 +126,55 @@ void cca_cache_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d
   cca_tail_append(cache, c, d, p, x);
 }
 
-// 3. q-k mean: q_j = c_j + (q0_j + k0_g)/2;  k_g = c_g + mean_j (q0_j + k0_g)/2.
+// 3. q-k mean: q_j = c_j + (q0_j + k0_g)/2;  k_g = c_g + mean_j (q0_j + k0_g)/2. Row i, KV head g.
 template <class T>
-void cca_qk_mean(T* qk_pre, const T* conv_tall, const T* p, const ModelConfig& c, const CcaDims& d) {
-  const Dims z(c, d);
-  parallel_for(z.N, [&](int64_t i_) {
-    const int i = int(i_);
-    const T* cr = conv_tall + (size_t(i / d.T) * z.Tr + i % d.T) * z.C;
-    const T* pr = p + size_t(i) * z.C;
-    T* qr = qk_pre + size_t(i) * z.C;
-    // Channel chunks of 64 innermost (unit stride, vectorised); each sum runs over j in order.
-    for (int g = 0; g < z.Hk; ++g)
-      for (int e0 = 0; e0 < z.hd; e0 += 64) {
-        const int ne = std::min(64, z.hd - e0);
-        const T* k0 = pr + z.QD + g * z.hd + e0;
-        T mk[64] = {};
-        for (int j = g * z.G; j < (g + 1) * z.G; ++j) {
-          const T* pj = pr + j * z.hd + e0;
-          const T* cj = cr + j * z.hd + e0;
-          T* qj = qr + j * z.hd + e0;
-          for (int e = 0; e < ne; ++e) {
-            const T m = (pj[e] + k0[e]) * T(0.5);
-            qj[e] = cj[e] + m;
-            mk[e] += m;
-          }
-        }
-        for (int e = 0; e < ne; ++e) qr[z.QD + g * z.hd + e0 + e] = cr[z.QD + g * z.hd + e0 + e] + mk[e] / T(z.G);
+static void qk_mean_group(T* qk_pre, const T* conv_tall, const T* p, const Dims& z, int T_, int i, int g) {
+  const T* cr = conv_tall + (size_t(i / T_) * z.Tr + i % T_) * z.C;
+  const T* pr = p + size_t(i) * z.C;
+  T* qr = qk_pre + size_t(i) * z.C;
+  // Channel chunks of 64 innermost (unit stride, vectorised); each sum runs over j in order.
+  for (int e0 = 0; e0 < z.hd; e0 += 64) {
+    const int ne = std::min(64, z.hd - e0);
+    const T* k0 = pr + z.QD + g * z.hd + e0;
+    T mk[64] = {};
+    for (int j = g * z.G; j < (g + 1) * z.G; ++j) {
+      const T* pj = pr + j * z.hd + e0;
+      const T* cj = cr + j * z.hd + e0;
+      T* qj = qr + j * z.hd + e0;
+      for (int e = 0; e < ne; ++e) {
+        const T m = (pj[e] + k0[e]) * T(0.5);
+        qj[e] = cj[e] + m;
+        mk[e] += m;
       }
+    }
+    for (int e = 0; e < ne; ++e) qr[z.QD + g * z.hd + e0 + e] = cr[z.QD + g * z.hd + e0 + e] + mk[e] / T(z.G);
+  }
+}
+
+template <class T>
+void cca_qk_mean(T* qk_pre, const T* conv_tall, const T* p, const ModelConfig& c, const CcaDims& d, CcaPart part) {
+  const Dims z(c, d);
+  if (part.b >= 0) {
+    for (int t = 0; t < d.T; ++t) qk_mean_group(qk_pre, conv_tall, p, z, d.T, part.b * d.T + t, part.g);
+    return;
+  }
+  parallel_for(z.N, [&](int64_t i) {
+    for (int g = 0; g < z.Hk; ++g) qk_mean_group(qk_pre, conv_tall, p, z, d.T, int(i), g);
   });
 }
 
 template <class T>
 void cca_qk_norm_rope(T* qk, T* norms, const T* qk_pre, const T* temp, const RopeTable& rope, const ModelConfig& c,
-                      const CcaDims& d, const int* row_pos0) {
+                      const CcaDims& d, const int* row_pos0, CcaPart part) {
   const Dims z(c, d);
+  if (part.b >= 0) {  // KV head g's query heads, then its key; the part's own block of norms
+    const RopeRows at{&rope, d.T, row_pos0 ? row_pos0[part.b] : d.pos0};
+    const size_t r = size_t(part.b) * d.T * z.C, q = size_t(part.g) * z.G * z.hd, k = z.QD + size_t(part.g) * z.hd;
+    T* nq = norms + (size_t(part.b) * z.Hk + part.g) * d.T * (z.G + 1);
+    l2norm_forward(qk + r + q, nq, qk_pre + r + q, (const T*)nullptr, d.T, z.G, z.hd, z.C, at);
+    l2norm_forward(qk + r + k, nq + size_t(d.T) * z.G, qk_pre + r + k, temp + part.g, d.T, 1, z.hd, z.C, at);
+    return;
+  }
   T* norms_k = norms + size_t(z.N) * z.Hq;
   if (!row_pos0) {
     const RopeRows at{&rope, d.T, d.pos0};
@@ -428,11 +445,11 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
 }
 
 #define ZAYA_INST(T)                                                                                        \
-  template void cca_qk_mean<T>(T*, const T*, const T*, const ModelConfig&, const CcaDims&);                 \
+  template void cca_qk_mean<T>(T*, const T*, const T*, const ModelConfig&, const CcaDims&, CcaPart);        \
   template void cca_qk_norm_rope<T>(T*, T*, const T*, const T*, const RopeTable&, const ModelConfig&,        \
-                                    const CcaDims&, const int*);                                            \
+                                    const CcaDims&, const int*, CcaPart);                                   \
   template void cca_kv_append<T, T>(T*, T*, int, const ModelConfig&, const CcaDims&, const T*, int, const T*,  \
-                                    const int*);                                                            \
+                                    const int*, CcaPart);                                                   \
   template void cca_tail_append<T>(CcaCache<T>&, const ModelConfig&, const CcaDims&, const T*, const T*);     \
   template void cca_cache_append<T>(CcaCache<T>&, const ModelConfig&, const CcaDims&, const T*, const T*,     \
                                     const T*, const T*);                                                    \
@@ -448,6 +465,6 @@ void cca_backward(T* dx, T* dW, const T* dout, const T* x, const T* W, const Cca
 ZAYA_INST(float)
 ZAYA_INST(double)
 template void cca_kv_append<float, bf16>(bf16*, bf16*, int, const ModelConfig&, const CcaDims&, const float*, int,
-                                         const float*, const int*);
+                                         const float*, const int*, CcaPart);
 
 }  // namespace zaya

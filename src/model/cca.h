@@ -85,19 +85,26 @@ struct CcaDims {
 // between its own products, over its own cache element type. Rows are b * d.T + t; row_pos0
 // (nullable) gives each batch row its own first position (inference's rows at different
 // positions), else every row starts at d.pos0.
+// A part (b >= 0) restricts the next three to batch row b's rows and KV head g with its query
+// heads: decode runs each (row, KV head) as one task of its team, beside that pair's attention.
+struct CcaPart {
+  int b = -1, g = 0;
+};
 // 3. The q-k mean: qk_pre [N, C] from the conv output (tall layout) and p [N, C].
 template <class T>
-void cca_qk_mean(T* qk_pre_NC, const T* conv_tall, const T* p_NC, const ModelConfig& c, const CcaDims& d);
+void cca_qk_mean(T* qk_pre_NC, const T* conv_tall, const T* p_NC, const ModelConfig& c, const CcaDims& d,
+                 CcaPart part = {});
 // 5. L2 normalisation (k with its per-head temperature `temp`), 6. partial RoPE: qk [N, C]
-// and the norms [N, Hq+Hk] from qk_pre.
+// and the norms [N, Hq+Hk] from qk_pre (a part: its own [T, G + 1] block of norms, at
+// (b Hk + g) T (G + 1)).
 template <class T>
 void cca_qk_norm_rope(T* qk_NC, T* norms_NH, const T* qk_pre_NC, const T* temp, const RopeTable& rope,
-                      const ModelConfig& c, const CcaDims& d, const int* row_pos0 = nullptr);
+                      const ModelConfig& c, const CcaDims& d, const int* row_pos0 = nullptr, CcaPart part = {});
 // The decode cache's K and V: k (row stride ldk) and v [N, KD] into head-major [B, Hk,
 // capacity, hd] arrays at each row's positions. KV is T, or bf16 (rounded; T = float).
 template <class T, class KV>
 void cca_kv_append(KV* k_BGSd, KV* v_BGSd, int capacity, const ModelConfig& c, const CcaDims& d, const T* k_new,
-                   int ldk, const T* v, const int* row_pos0 = nullptr);
+                   int ldk, const T* v, const int* row_pos0 = nullptr, CcaPart part = {});
 // The rest of the decode state: the last P pre-conv vectors p and the last x of every row.
 template <class T>
 void cca_tail_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* p, const T* x);

@@ -220,6 +220,10 @@ void InferDecoder::reserve(int rows) {
   const size_t own = std::max(size_t(rows), size_t(omp_get_max_threads()) * size_t(std::min(rows, kTeamRows))) *
                      (4 * size_t(m_.cfg().router_hidden) + 1);
   if (router_own_.size() < own) router_own_.assign(own, 0.f);
+  // moe()'s SwiGLU outputs, likewise one per thread of a team.
+  const size_t act = std::max(size_t(rows), size_t(omp_get_max_threads()) * size_t(std::min(rows, kTeamRows))) *
+                     size_t(m_.cfg().topk) * size_t(m_.cfg().ffn_hidden_size / 2);
+  if (act_.size() < act) act_.assign(act, 0.f);
   if (rows <= cap_) return;
   const ModelConfig& c = m_.cfg();
   const size_t N = size_t(rows), D = c.hidden_size, C = c.conv_channels(), KD = size_t(c.num_kv_heads) * c.head_dim;
@@ -245,7 +249,6 @@ void InferDecoder::reserve(int rows) {
   xe_.assign(S * D, 0.f);
   ye_.assign(S * D, 0.f);
   u_.assign(S * F, 0.f);
-  act_.assign(S * F / 2, 0.f);
   cap_ = rows;
 }
 
@@ -260,42 +263,50 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
   // 1. q0 | k0 packed along channels; 4. values: val_proj1(x_t) | val_proj2(x_{t-1}).
   lin(a.q, p, C, x, D, N, 0.f, false);
   lin(a.k, p + QD, C, x, D, N, 0.f, false);
+  // x shifted by one step per row, the cache's x_prev first: with one token per row, x_prev
+  // itself (no copy, and no one-thread section to make it).
+  const float* xs = cache.x_prev_BD.data();
+  if (n > 1) {
+    serial([&] {
+      for (int b = 0; b < B; ++b) {
+        std::memcpy(&xs_[size_t(b) * n * D], &cache.x_prev_BD[size_t(b) * D], sizeof(float) * D);
+        std::memcpy(&xs_[(size_t(b) * n + 1) * D], x + size_t(b) * n * D, sizeof(float) * size_t(n - 1) * D);
+      }
+    });
+    xs = xs_.data();
+  }
   lin(a.v1, v, KD, x, D, N, 0.f, false);
-  float* xs = xs_.data();  // x shifted by one step per row, the cache's x_prev first
-  serial([&] {
-    for (int b = 0; b < B; ++b) {
-      std::memcpy(xs + size_t(b) * n * D, &cache.x_prev_BD[size_t(b) * D], sizeof(float) * D);
-      std::memcpy(xs + (size_t(b) * n + 1) * D, x + size_t(b) * n * D, sizeof(float) * size_t(n - 1) * D);
-    }
-  });
   lin(a.v2, v + VH, KD, xs, D, N);
-  // 2. causal convolution continuing the cached tail: the depthwise taps, then the grouped
-  // hd x hd mix as one product per (batch row, group) over the stored conv1 weights, whose
-  // rows [hd * K1] interleave the taps: ytap_ holds the inputs in that order.
+  // 2. causal convolution continuing the cached tail: the grouped hd x hd mix as one product
+  // per (batch row, group) over the stored conv1 weights, whose rows [hd * K1] interleave the
+  // taps: ytap_ holds the inputs in that order. Each task makes its own group's depthwise taps
+  // first (its channels of y0_).
   const int G = C / hd, K1 = c.conv_kernel1, Tr = n + K1 - 1, HK = hd * K1;
   const ConvShape cs{B, n, C, hd, c.conv_kernel0, K1};
-  serial([&] {
-    causal_conv_depthwise(y0_.data(), p, cache.p_tail_BPC.data(), a.conv0_w, a.conv0_b, cs);
-    for (int b = 0; b < B; ++b)
-      for (int j = 0; j < n; ++j)
-        for (int g = 0; g < G; ++g) {
-          float* yt = &ytap_[((size_t(b) * n + j) * G + g) * HK];
-          for (int k = 0; k < K1; ++k) {
-            const float* y0 = &y0_[(size_t(b) * Tr + j + k) * C + size_t(g) * hd];
-            for (int i = 0; i < hd; ++i) yt[i * K1 + k] = y0[i];
-          }
-        }
-  });
   const size_t esz = a.conv1.dtype == WeightDType::BF16 ? 2 : 4;
+  // Decode (a team, every row at one position): the steps between the conv and the attention
+  // run in the tasks beside them (the bias in the conv's, the rest in the attention's), not
+  // on one thread while the others wait.
+  const bool parts = team_ && !ragged_;
   split(B * G, [&](int bg) {
     const int b = bg / G, g = bg % G;
+    causal_conv_depthwise_part(y0_.data(), p, cache.p_tail_BPC.data(), a.conv0_w, a.conv0_b, cs, b, g * hd,
+                               (g + 1) * hd);
+    for (int j = 0; j < n; ++j) {
+      float* yt = &ytap_[((size_t(b) * n + j) * G + g) * HK];
+      for (int k = 0; k < K1; ++k) {
+        const float* y0 = &y0_[(size_t(b) * Tr + j + k) * C + size_t(g) * hd];
+        for (int i = 0; i < hd; ++i) yt[i * K1 + k] = y0[i];
+      }
+    }
     const Linear w{a.conv1.dtype, static_cast<const char*>(a.conv1.w) + size_t(g) * hd * HK * esz, hd, HK};
     w.apply(&conv_[size_t(b) * Tr * C + size_t(g) * hd], C, &ytap_[size_t(b) * n * G * HK + size_t(g) * HK], G * HK, n);
+    if (parts) causal_conv_bias_part(conv_.data(), a.conv1_b, cs, b, g * hd, (g + 1) * hd);
   });
   count_read(a.conv1);
-  serial([&] { attention_core(a, li, n); });
+  if (!parts) serial([&] { attention_core(a, li, n); });
   // 7. attention over the cache: (batch row, KV head) pairs split over the team.
-  const AttnShape& as = attn_shape_;
+  const AttnShape as = parts ? cache.attn_shape(c, n) : attn_shape_;
   float* sc = scratch_.data();
   if (ragged_) {
     rows_attention(li, n);
@@ -304,6 +315,7 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
     const bf16* v16 = kv16c_[size_t(li)].v.data();
     if (team_ || n <= kDirectAttnRows) {
       split(B * as.Hk, [&](int bg) {
+        if (parts) attention_core(a, li, n, {bg / as.Hk, bg % as.Hk});
         attention_group_kv_bf16(attn_.data(), lse_.data(), qk_.data(), k16, v16, as, bg / as.Hk, bg % as.Hk,
                                 sc + size_t(omp_get_thread_num()) * as.scratch_per_thread());
       });
@@ -319,11 +331,16 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
     }
   } else if (team_) {
     split(B * as.Hk, [&](int bg) {
+      if (parts) attention_core(a, li, n, {bg / as.Hk, bg % as.Hk});
       attention_forward_group(attn_.data(), lse_.data(), qk_.data(), cache.k_BGSd.data(), cache.v_BGSd.data(), as,
                               bg / as.Hk, bg % as.Hk, sc + size_t(omp_get_thread_num()) * as.scratch_per_thread());
     });
   } else {
     attention_forward(attn_.data(), lse_.data(), qk_.data(), cache.k_BGSd.data(), cache.v_BGSd.data(), as, sc);
+  }
+  if (parts && omp_get_thread_num() == 0) {  // (read again only by this layer's next token)
+    cca_tail_append(cache, c, CcaDims{B, n, cache.len}, p, x);
+    cache.len += n;
   }
   // 8. o_proj.
   lin(a.o, h_.data(), D, attn_.data(), QD, N);
@@ -344,24 +361,28 @@ void InferDecoder::split(int count, F&& f) {
 }
 
 // Between the products: the conv's bias, q-k mean, L2 norms, RoPE, the cache append. Rows at
-// different positions take RoPE and their cache entries at their own positions.
-void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n) {
+// different positions take RoPE and their cache entries at their own positions. A part: steps
+// 3-6 and the K, V append of one (batch row, KV head) alone (attention()'s decode tasks).
+void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n, CcaPart part) {
   const ModelConfig& c = m_.cfg();
   CcaCache<float>& cache = state_.cca[size_t(li)];
   const int QD = c.num_q_heads * c.head_dim, C = c.conv_channels();
   const CcaDims d{batch_, n, cache.len};
   const int* row_pos0 = ragged_ ? row_len_.data() : nullptr;
   const float* p = p_.data();
-  causal_conv_bias(conv_.data(), a.conv1_b, ConvShape{batch_, n, C, c.head_dim, c.conv_kernel0, c.conv_kernel1});
+  if (part.b < 0)
+    causal_conv_bias(conv_.data(), a.conv1_b, ConvShape{batch_, n, C, c.head_dim, c.conv_kernel0, c.conv_kernel1});
   // 3. q-k mean, 5. L2 norm, 6. RoPE, then K, V and the tails into the cache.
-  cca_qk_mean(qkpre_.data(), conv_.data(), p, c, d);
+  cca_qk_mean(qkpre_.data(), conv_.data(), p, c, d, part);
   float* qk = qk_.data();
-  cca_qk_norm_rope(qk, norms_.data(), qkpre_.data(), a.temp, m_.rope, c, d, row_pos0);
+  cca_qk_norm_rope(qk, norms_.data(), qkpre_.data(), a.temp, m_.rope, c, d, row_pos0, part);
   if (kv16_)
     cca_kv_append(kv16c_[size_t(li)].k.data(), kv16c_[size_t(li)].v.data(), max_len_, c, d, qk + QD, C, v_.data(),
-                  row_pos0);
+                  row_pos0, part);
   else
-    cca_kv_append(cache.k_BGSd.data(), cache.v_BGSd.data(), cache.capacity, c, d, qk + QD, C, v_.data(), row_pos0);
+    cca_kv_append(cache.k_BGSd.data(), cache.v_BGSd.data(), cache.capacity, c, d, qk + QD, C, v_.data(), row_pos0,
+                  part);
+  if (part.b >= 0) return;
   cca_tail_append(cache, c, d, p, x_.data());
   if (ragged_) return rows_scratch(n);
   attn_shape_ = cache.attn_shape(c, n);
@@ -370,7 +391,8 @@ void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n) {
   cache.len += n;
 }
 
-void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, float* r) {
+void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, float* r,
+                       const std::function<void()>* then) {
   const ModelConfig& c = m_.cfg();
   const int N = batch_ * n, D = c.hidden_size, R = c.router_hidden, K = c.topk;
   const int E = c.num_experts, F = c.ffn_hidden_size;
@@ -416,15 +438,20 @@ void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, flo
     lin(m.fc1[size_t(e)], &u_[row * F], F, &xe_[row * D], D, cnt, 0.f, false);
   }
   barrier();
-  serial([&] { swiglu_forward(act_.data(), u_.data(), routed, F); });
+  // Every thread its own SwiGLU of all routed rows (F/2 values a row: less than a barrier).
+  float* act = act_.data() + size_t(th) * routed * (F / 2);
+  swiglu_forward(act, u_.data(), routed, F);
   for (int e = 0; e < E; ++e) {
     const int cnt = int(expert_count_[size_t(e)]);
     if (!cnt) continue;
     const size_t row = size_t(expert_start_[size_t(e)]);
-    lin(m.fc2[size_t(e)], &ye_[row * D], D, &act_[row * (F / 2)], F / 2, cnt, 0.f, false);
+    lin(m.fc2[size_t(e)], &ye_[row * D], D, &act[row * (F / 2)], F / 2, cnt, 0.f, false);
   }
   barrier();
-  serial([&] { moe_combine(h_.data(), x, ye_.data(), gate_.data(), slot_row_.data(), N, K, D); });
+  serial([&] {
+    moe_combine(h_.data(), x, ye_.data(), gate_.data(), slot_row_.data(), N, K, D);
+    if (then) (*then)();
+  });
 }
 
 void InferDecoder::start_feed(int n) {
@@ -433,6 +460,10 @@ void InferDecoder::start_feed(int n) {
   ragged_ = false;
   for (int b = 1; b < batch_; ++b) ragged_ = ragged_ || row_len_[size_t(b)] != row_len_[0];
   reserve(batch_ * n);
+  if (!ragged_ && !state_.cca.empty()) {  // the attention's scratch (decode's tasks cannot resize it)
+    const size_t need = state_.cca[0].attn_shape(m_.cfg(), n).scratch_elems(omp_get_max_threads());
+    if (scratch_.size() < need) scratch_.assign(need, 0.f);
+  }
   bytes_ = 0;
 }
 
@@ -497,28 +528,37 @@ void InferDecoder::run_sublayer(int s, const float* x_ND, int n, float* out_ND, 
 void InferDecoder::layers(int n, bool head) {
   const ModelConfig& c = m_.cfg();
   const int N = batch_ * n, D = c.hidden_size;
+  // Sub-layer s's entry: the residual merge and norm into x_ (s = the count: the final norm
+  // into xf_). After an MoE sub-layer it runs in that sub-layer's last one-thread section.
+  const auto enter = [&](int s) {
+    if (s == c.num_sublayers()) {
+      const InferModel::ResScale& fr = m_.final_rs;
+      merge_norm_forward(res_.data(), xf_.data(), rstd_.data(), h_.data(), res_.data(), fr.hs, fr.hb, fr.rs, fr.rb,
+                         m_.final_norm, N, D, c.norm_eps);
+      if (head)  // the last position of each row
+        for (int b = 0; b < batch_; ++b)
+          std::memcpy(&last_[size_t(b) * D], &xf_[(size_t(b) * n + n - 1) * D], sizeof(float) * D);
+      return;
+    }
+    const InferModel::ResScale& rs = m_.sub[size_t(s)].rs;
+    merge_norm_forward(res_.data(), x_.data(), rstd_.data(), h_.data(), s ? res_.data() : nullptr, rs.hs, rs.hb, rs.rs,
+                       rs.rb, m_.sub[size_t(s)].norm, N, D, c.norm_eps);
+  };
+  bool entered = false;
   int moe_index = 0;
   for (int s = 0; s < c.num_sublayers(); ++s) {
     const InferModel::Sublayer& L = m_.sub[size_t(s)];
-    serial([&] {
-      merge_norm_forward(res_.data(), x_.data(), rstd_.data(), h_.data(), s ? res_.data() : nullptr, L.rs.hs, L.rs.hb,
-                         L.rs.rs, L.rs.rb, L.norm, N, D, c.norm_eps);
-    });
+    if (!entered) serial([&] { enter(s); });
+    entered = !L.attention;
     if (L.attention) {
       attention(L.a, s / 2, n);
     } else {
-      moe(L.m, n, moe_index ? r_[(moe_index - 1) % 2].data() : nullptr, r_[moe_index % 2].data());
+      const std::function<void()> next = [&] { enter(s + 1); };
+      moe(L.m, n, moe_index ? r_[(moe_index - 1) % 2].data() : nullptr, r_[moe_index % 2].data(), &next);
       ++moe_index;
     }
   }
-  const InferModel::ResScale& fr = m_.final_rs;
-  serial([&] {
-    merge_norm_forward(res_.data(), xf_.data(), rstd_.data(), h_.data(), res_.data(), fr.hs, fr.hb, fr.rs, fr.rb,
-                       m_.final_norm, N, D, c.norm_eps);
-    if (head)  // the last position of each row
-      for (int b = 0; b < batch_; ++b)
-        std::memcpy(&last_[size_t(b) * D], &xf_[(size_t(b) * n + n - 1) * D], sizeof(float) * D);
-  });
+  if (!entered) serial([&] { enter(c.num_sublayers()); });
   // LM head (the tied embedding).
   if (head) lin(m_.embed, last_BV_.data(), c.vocab_size, last_.data(), D, batch_);
 }

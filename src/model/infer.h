@@ -144,7 +144,7 @@ class InferDecoder {
   void forward(const int32_t* tokens_BN, int n, bool head);
   void layers(int n, bool head);
   void attention(const InferModel::Attn& a, int li, int n);
-  void attention_core(const InferModel::Attn& a, int li, int n);  // between the products
+  void attention_core(const InferModel::Attn& a, int li, int n, CcaPart part = {});  // between the products
   // Rows at different positions (infer_rows.cpp): the attention scratch for each row at its
   // own position, and the attention of each row over its own cache.
   void rows_scratch(int n);
@@ -153,7 +153,9 @@ class InferDecoder {
   // f(i) for i < count, split over the team (or a parallel loop), then a barrier.
   template <class F>
   void split(int count, F&& f);
-  void moe(const InferModel::Moe& m, int n, const float* r_prev, float* r);
+  // `then` (nullable) runs on the thread that combines the experts' outputs, right after it, in
+  // the same one-thread section: the next sub-layer's entry, without a meeting of its own.
+  void moe(const InferModel::Moe& m, int n, const float* r_prev, float* r, const std::function<void()>* then = nullptr);
   void reserve(int rows);
   // A product; in team mode split over the team, then a barrier unless `sync` is false.
   void lin(const Linear& l, float* y, int ldy, const float* x, int ldx, int M, float beta = 0.f, bool sync = true);
