@@ -303,3 +303,45 @@ TEST(InferMath, MoeSublayerMatchesMoeForward) {
   check_moe(tiny_models(), "tiny");
   check_moe(wide_models(), "wide");
 }
+
+// Decode runs CCA's steps between the conv and the attention per (batch row, KV head) part
+// (CcaPart), one task each: the parts together write what one call for all rows writes, bit
+// for bit, rows at a shared or at their own positions (the norms aside: each part keeps its
+// own block of them).
+TEST(InferMath, CcaPartsTogetherEqualTheWholeCall) {
+  const ModelConfig c = test_util::small_zaya_config("cca-parts-test", 64, 16, 8, 2, 96, 0.1);
+  const int B = 2, T = 3, C = c.conv_channels(), Hk = c.num_kv_heads, hd = c.head_dim;
+  const int QD = c.num_q_heads * hd, KD = Hk * hd, cap = 16, Tr = T + c.conv_kernel1 - 1;
+  ASSERT_GT(Hk, 1);
+  RopeTable rope;
+  rope.build(c.rotary_dim(), cap, c.rope_theta);
+  Philox r(11, 2);
+  auto rnd = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = float(r.normal());
+    return v;
+  };
+  const std::vector<float> conv = rnd(size_t(B) * Tr * C), p = rnd(size_t(B) * T * C), v = rnd(size_t(B) * T * KD);
+  const std::vector<float> temp = rnd(size_t(Hk));
+  const std::vector<int> own_pos = {5, 2};
+  for (const int* row_pos0 : {static_cast<const int*>(nullptr), own_pos.data()}) {
+    const CcaDims d{B, T, 4};
+    std::vector<float> pre(size_t(B) * T * C), qk(pre.size()), norms(size_t(B) * T * (c.num_q_heads + Hk));
+    std::vector<float> kc(size_t(B) * cap * KD), vc(kc.size());
+    cca_qk_mean(pre.data(), conv.data(), p.data(), c, d);
+    cca_qk_norm_rope(qk.data(), norms.data(), pre.data(), temp.data(), rope, c, d, row_pos0);
+    cca_kv_append(kc.data(), vc.data(), cap, c, d, qk.data() + QD, C, v.data(), row_pos0);
+    std::vector<float> pre2(pre.size()), qk2(qk.size()), norms2(norms.size()), kc2(kc.size()), vc2(vc.size());
+    for (int b = 0; b < B; ++b)
+      for (int g = 0; g < Hk; ++g) {
+        const CcaPart part{b, g};
+        cca_qk_mean(pre2.data(), conv.data(), p.data(), c, d, part);
+        cca_qk_norm_rope(qk2.data(), norms2.data(), pre2.data(), temp.data(), rope, c, d, row_pos0, part);
+        cca_kv_append(kc2.data(), vc2.data(), cap, c, d, qk2.data() + QD, C, v.data(), row_pos0, part);
+      }
+    EXPECT_EQ(pre, pre2);
+    EXPECT_EQ(qk, qk2);
+    EXPECT_EQ(kc, kc2);
+    EXPECT_EQ(vc, vc2);
+  }
+}
