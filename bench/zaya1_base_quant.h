@@ -52,11 +52,18 @@ inline std::vector<int32_t> random_ids(int n, int V, uint64_t seed) {
 
 // One model's run: load, prefill, batch-1 decode of a fixed token sequence (the same for
 // every model, so logits compare position by position), log-probs of a fixed sequence.
+inline long major_faults_now() {
+  struct rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_majflt;
+}
+
 struct ModelRun {
   std::string name;
   double load_s = 0, prefill_s = 0, decode_s = 0, bytes_per_token = 0, triad = 0;
   size_t peak_rss = 0, rss_before = 0;
   uint64_t file_bytes = 0;
+  long major_faults = 0;  // during the timed steps: weight pages read back from disk
   std::vector<std::vector<float>> logits;  // per decode step
   std::string profile;                      // DecodeProfile::table() of the timed steps
   std::vector<double> logprobs;
@@ -97,6 +104,7 @@ inline ModelRun run_model(const std::string& name, const std::string& dir, const
     double bytes = 0;
     DecodeProfile prof;  // where the timed steps go (after the triad: the same steps)
     dec.set_profile(&prof);
+    const long mf0 = major_faults_now();
     Timer td;
     for (int s = 0; s < a.steps; ++s) {
       const float* lg = dec.feed(&steps[size_t(s) + 2], 1);
@@ -104,6 +112,7 @@ inline ModelRun run_model(const std::string& name, const std::string& dir, const
       std::copy(lg, lg + V, r.logits[size_t(s)].begin());  // 1 MB per step, outside the weight reads
     }
     r.decode_s = td.seconds();
+    r.major_faults = major_faults_now() - mf0;
     dec.set_profile(nullptr);
     r.profile = prof.tokens() ? prof.table() : "";
     peak = std::max(peak, peak_rss_bytes());
@@ -125,6 +134,11 @@ inline ModelRun run_model(const std::string& name, const std::string& dir, const
               r.decode_s / a.steps * 1e3, r.bytes_per_token / 1e9, r.triad, r.bytes_per_token / (r.triad * 1e9) * 1e3,
               r.bytes_per_token / (r.triad * 1e9) / (r.decode_s / a.steps), r.peak_rss / 1e9, r.file_bytes / 1e9,
               r.rss_before / 1e9);
+  // Memory too small for the file and what else the page cache holds: the kernel evicts
+  // weight pages the decode then reads back from disk, and the step times disk, not memory.
+  if (r.major_faults)
+    std::printf("%-5s %ld major page faults in the timed steps: weights read back from disk, not a memory-bound decode\n",
+                name.c_str(), r.major_faults);
   if (!r.profile.empty()) std::printf("%s %s", name.c_str(), r.profile.c_str());
   std::fflush(stdout);
   return r;
@@ -215,6 +229,7 @@ inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
                 both / 1e9, total / 1e9);
   ModelRun b0, q0;  // the first pair: logits and log-probs compared
   std::vector<double> in_run, same_triad, roof_b, roof_q;
+  std::vector<bool> faulted;  // a round whose timed decodes read weights back from disk
   for (int round = 0; round < a.rounds; ++round) {
     if (a.rounds > 1) std::printf("-- round %d of %d\n", round + 1, a.rounds);
     // The order alternates (bf16 first in odd rounds): whatever the first decode leaves
@@ -243,6 +258,7 @@ inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
     same_triad.push_back((sq / q.triad) / (sb / b.triad));
     roof_b.push_back(b.bytes_per_token / (b.triad * 1e9) / (b.decode_s / a.steps));
     roof_q.push_back(q.bytes_per_token / (q.triad * 1e9) / (q.decode_s / a.steps));
+    faulted.push_back(b.major_faults + q.major_faults > 0);
     if (round == 0) b0 = std::move(b), q0 = std::move(q);
     std::fflush(stdout);
   }
@@ -255,12 +271,27 @@ inline void run_quant_bench(const QuantBenchArgs& a, const ModelConfig& cfg) {
     auto range = [](const std::vector<double>& v) {
       return std::pair{*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
     };
-    std::printf("median of %d rounds: speed-up %s / bf16 %.2fx in the round (%.2f-%.2f), %.2fx at the same triad "
-                "(%.2f-%.2f); roofline ratio bf16 %.2f (%.2f-%.2f), %s %.2f (%.2f-%.2f)\n",
-                a.rounds, a.type.c_str(), median(in_run), range(in_run).first, range(in_run).second,
-                median(same_triad), range(same_triad).first, range(same_triad).second, median(roof_b),
-                range(roof_b).first, range(roof_b).second, a.type.c_str(), median(roof_q), range(roof_q).first,
-                range(roof_q).second);
+    auto summary = [&](const char* which, const std::vector<bool>& keep) {
+      auto kept = [&](const std::vector<double>& v) {
+        std::vector<double> k;
+        for (size_t i = 0; i < v.size(); ++i)
+          if (keep[i]) k.push_back(v[i]);
+        return k;
+      };
+      const auto ir = kept(in_run), st = kept(same_triad), rb = kept(roof_b), rq = kept(roof_q);
+      std::printf("median of %zu %s: speed-up %s / bf16 %.2fx in the round (%.2f-%.2f), %.2fx at the same triad "
+                  "(%.2f-%.2f); roofline ratio bf16 %.2f (%.2f-%.2f), %s %.2f (%.2f-%.2f)\n",
+                  ir.size(), which, a.type.c_str(), median(ir), range(ir).first, range(ir).second, median(st),
+                  range(st).first, range(st).second, median(rb), range(rb).first, range(rb).second, a.type.c_str(),
+                  median(rq), range(rq).first, range(rq).second);
+    };
+    summary("rounds", std::vector<bool>(faulted.size(), true));
+    const long nf = std::count(faulted.begin(), faulted.end(), true);
+    if (nf > 0 && nf < long(faulted.size())) {
+      std::vector<bool> clean(faulted.size());
+      for (size_t i = 0; i < clean.size(); ++i) clean[i] = !faulted[i];
+      summary("rounds without major page faults", clean);
+    }
   }
   logit_stats(b0, q0);
   for (const auto& [name, dir] : {std::pair{std::string("bf16"), a.dir}, std::pair{a.type, qdir}}) {
