@@ -116,6 +116,12 @@ TEST(QuantInfer, PrefillPlusIncrementalEqualsOnePass) {
   for (const std::string& dir : {dirs().q8, dirs().q4k}) {
     InferModel m(load_model_config(dir), open_hf_weights(dir));
     EXPECT_EQ(m.embed.dtype, dir == dirs().q8 ? WeightDType::Q8_0 : WeightDType::Q6_K);
+    // zaya quantize writes q, k and val_proj1 back to back: single steps read them as one
+    // product (InferModel::Attn::qkv1), prefill as three.
+    for (const InferModel::Sublayer& s : m.sub)
+      if (s.attention) {
+        EXPECT_EQ(s.a.qkv1.N, s.a.q.N + s.a.k.N + s.a.v1.N) << dir;
+      }
     const auto t = ids(48, 3);
     for (KvCacheDType kv : {KvCacheDType::BF16, KvCacheDType::F32}) {
       linear_quant_set_gemm_rows(0);

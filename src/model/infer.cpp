@@ -93,6 +93,10 @@ InferModel::InferModel(const ModelConfig& cfg, WeightStore store) : cfg_(cfg), s
       const CcaOffsets& o = so.cca;
       s.a = Attn{mat(o.wq), mat(o.wk), mat(o.wv1), mat(o.wv2), mat(o.wo), mat(o.conv1_w), vec(o.conv0_w), vec(o.conv0_b),
                  vec(o.conv1_b), vec(o.temp)};
+      const Linear &q = s.a.q, &k = s.a.k, &v1 = s.a.v1;
+      if (q.dtype == k.dtype && k.dtype == v1.dtype && q.K == k.K && k.K == v1.K &&
+          static_cast<const char*>(q.w) + q.bytes() == k.w && static_cast<const char*>(k.w) + k.bytes() == v1.w)
+        s.a.qkv1 = Linear{q.dtype, q.w, q.N + k.N + v1.N, q.K};
       // The grouped conv is split into per-group products by element offsets (attention()).
       if (s.a.conv1.dtype != WeightDType::BF16 && s.a.conv1.dtype != WeightDType::F32)
         fail(store_.origin, ": conv weights of sub-layer ", n, " are ", dtype_name(s.a.conv1.dtype),
@@ -232,10 +236,9 @@ void InferDecoder::reserve(int rows) {
   ytap_.assign(N * C * c.conv_kernel1, 0.f);
   for (auto* v : {&res_, &x_, &h_, &xf_, &xs_}) v->assign(N * D, 0.f);
   rstd_.assign(N, 0.f);
-  p_.assign(N * C, 0.f);
+  pv_.assign(N * (C + KD), 0.f);
   qkpre_.assign(N * C, 0.f);
   qk_.assign(N * C, 0.f);
-  v_.assign(N * KD, 0.f);
   y0_.assign(tall, 0.f);
   conv_.assign(tall, 0.f);
   norms_.assign(N * (c.num_q_heads + c.num_kv_heads), 0.f);
@@ -257,12 +260,18 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
   CcaCache<float>& cache = state_.cca[size_t(li)];
   const int B = batch_, N = B * n, D = c.hidden_size, QD = c.num_q_heads * c.head_dim;
   const int KD = c.num_kv_heads * c.head_dim, VH = KD / 2, C = c.conv_channels(), hd = c.head_dim;
-  float* p = p_.data();
-  float* v = v_.data();
+  float* p = pv_.data();
+  float* v = p + size_t(N) * C;
   const float* x = x_.data();
-  // 1. q0 | k0 packed along channels; 4. values: val_proj1(x_t) | val_proj2(x_{t-1}).
-  lin(a.q, p, C, x, D, N, 0.f, false);
-  lin(a.k, p + QD, C, x, D, N, 0.f, false);
+  // 1. q0 | k0 packed along channels; 4. values: val_proj1(x_t) | val_proj2(x_{t-1}). One
+  // row: v follows p, so q | k | v1 can be one product.
+  const bool fused = N == 1 && a.qkv1.N > 0;
+  if (fused) {
+    lin(a.qkv1, p, C + KD, x, D, N, 0.f, false);
+  } else {
+    lin(a.q, p, C, x, D, N, 0.f, false);
+    lin(a.k, p + QD, C, x, D, N, 0.f, false);
+  }
   // x shifted by one step per row, the cache's x_prev first: with one token per row, x_prev
   // itself (no copy, and no one-thread section to make it).
   const float* xs = cache.x_prev_BD.data();
@@ -275,7 +284,7 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
     });
     xs = xs_.data();
   }
-  lin(a.v1, v, KD, x, D, N, 0.f, false);
+  if (!fused) lin(a.v1, v, KD, x, D, N, 0.f, false);
   lin(a.v2, v + VH, KD, xs, D, N);
   // 2. causal convolution continuing the cached tail: the grouped hd x hd mix as one product
   // per (batch row, group) over the stored conv1 weights, whose rows [hd * K1] interleave the
@@ -369,7 +378,8 @@ void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n, CcaP
   const int QD = c.num_q_heads * c.head_dim, C = c.conv_channels();
   const CcaDims d{batch_, n, cache.len};
   const int* row_pos0 = ragged_ ? row_len_.data() : nullptr;
-  const float* p = p_.data();
+  const float* p = pv_.data();
+  const float* v = p + size_t(batch_) * n * C;
   if (part.b < 0)
     causal_conv_bias(conv_.data(), a.conv1_b, ConvShape{batch_, n, C, c.head_dim, c.conv_kernel0, c.conv_kernel1});
   // 3. q-k mean, 5. L2 norm, 6. RoPE, then K, V and the tails into the cache.
@@ -377,11 +387,10 @@ void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n, CcaP
   float* qk = qk_.data();
   cca_qk_norm_rope(qk, norms_.data(), qkpre_.data(), a.temp, m_.rope, c, d, row_pos0, part);
   if (kv16_)
-    cca_kv_append(kv16c_[size_t(li)].k.data(), kv16c_[size_t(li)].v.data(), max_len_, c, d, qk + QD, C, v_.data(),
-                  row_pos0, part);
-  else
-    cca_kv_append(cache.k_BGSd.data(), cache.v_BGSd.data(), cache.capacity, c, d, qk + QD, C, v_.data(), row_pos0,
+    cca_kv_append(kv16c_[size_t(li)].k.data(), kv16c_[size_t(li)].v.data(), max_len_, c, d, qk + QD, C, v, row_pos0,
                   part);
+  else
+    cca_kv_append(cache.k_BGSd.data(), cache.v_BGSd.data(), cache.capacity, c, d, qk + QD, C, v, row_pos0, part);
   if (part.b >= 0) return;
   cca_tail_append(cache, c, d, p, x_.data());
   if (ragged_) return rows_scratch(n);

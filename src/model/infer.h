@@ -61,6 +61,9 @@ class InferModel {
   struct Attn {
     Linear q, k, v1, v2, o, conv1;  // conv1 [C, hd, K1] as [C, hd*K1]
     const float *conv0_w, *conv0_b, *conv1_b, *temp;
+    // q, k and val_proj1 as one matrix where they lie back to back in one type (a GGUF file
+    // as zaya quantize writes it): one product for all three in decode. N = 0: they do not.
+    Linear qkv1{};
   };
   struct Moe {
     Linear down, mlp0, mlp2, mlp4;
@@ -193,7 +196,8 @@ class InferDecoder {
   uint64_t bytes_ = 0;
   // Activations for up to cap_ rows.
   std::vector<float> res_, x_, h_, rstd_, xf_, last_, last_BV_;
-  std::vector<float> p_, v_, xs_, y0_, ytap_, conv_, qkpre_, qk_, norms_, attn_, lse_, scratch_;
+  // pv_: p [N, C], then v [N, KD] of the feed's N rows (with one row, q | k | v1 are one output row).
+  std::vector<float> pv_, xs_, y0_, ytap_, conv_, qkpre_, qk_, norms_, attn_, lse_, scratch_;
   std::vector<float> r_[2], h0_, pre_, h2_, prob_, gate_, xe_, ye_, u_, act_;
   // The router's down-projection, and each thread's own router input, norm and activations
   // (moe(): [thread][r (thread 0 writes r_ instead), zn, h, pre (N x R each), rstd (N)]).
