@@ -172,7 +172,7 @@ class InferDecoder {
   void serial(F&& f);
   // In team mode, all threads meet (the products before it are complete): on sync_ when the
   // team has no more threads than CPUs, ~5x cheaper than libgomp's barrier, which a step of
-  // ZAYA1-base would meet ~600 times; on libgomp's otherwise.
+  // ZAYA1-base would meet ~480 times; on libgomp's otherwise.
   void barrier();
 
   static constexpr int kTeamRows = 32;
