@@ -107,12 +107,12 @@ void cca_kv_append(KV* k_cache, KV* v_cache, int capacity, const ModelConfig& c,
 template <class T>
 void cca_tail_append(CcaCache<T>& cache, const ModelConfig& c, const CcaDims& d, const T* p, const T* x) {
   const int C = c.conv_channels(), P = c.conv_pad(), D = c.hidden_size;
-  std::vector<T> joined(size_t(P + d.T) * C);
+  const int keep = std::max(P - d.T, 0);  // old tail rows that stay (at the front)
   for (int b = 0; b < d.B; ++b) {
-    // New tail = last P rows of (old tail ++ this chunk's p).
-    std::memcpy(joined.data(), &cache.p_tail_BPC[size_t(b) * P * C], sizeof(T) * P * C);
-    std::memcpy(joined.data() + size_t(P) * C, p + size_t(b) * d.T * C, sizeof(T) * d.T * C);
-    std::memcpy(&cache.p_tail_BPC[size_t(b) * P * C], joined.data() + size_t(d.T) * C, sizeof(T) * P * C);
+    // New tail = last P rows of (old tail ++ this chunk's p), in place.
+    T* tail = &cache.p_tail_BPC[size_t(b) * P * C];
+    std::memmove(tail, tail + size_t(P - keep) * C, sizeof(T) * keep * C);
+    std::memcpy(tail + size_t(keep) * C, p + (size_t(b) * d.T + d.T - (P - keep)) * C, sizeof(T) * (P - keep) * C);
     std::memcpy(&cache.x_prev_BD[size_t(b) * D], x + (size_t(b) * d.T + d.T - 1) * D, sizeof(T) * D);
   }
 }

@@ -221,12 +221,12 @@ void InferDecoder::serial(F&& f) {
 void InferDecoder::reserve(int rows) {
   // moe()'s per-thread router rows: each thread of a team (at most kTeamRows rows), or the
   // calling thread alone (prefill). Checked on every call: the thread count may change.
-  const size_t own = std::max(size_t(rows), size_t(omp_get_max_threads()) * size_t(std::min(rows, kTeamRows))) *
-                     (4 * size_t(m_.cfg().router_hidden) + 1);
+  const size_t per_thread_rows =
+      std::max(size_t(rows), size_t(omp_get_max_threads()) * size_t(std::min(rows, kTeamRows)));
+  const size_t own = per_thread_rows * (4 * size_t(m_.cfg().router_hidden) + 1);
   if (router_own_.size() < own) router_own_.assign(own, 0.f);
   // moe()'s SwiGLU outputs, likewise one per thread of a team.
-  const size_t act = std::max(size_t(rows), size_t(omp_get_max_threads()) * size_t(std::min(rows, kTeamRows))) *
-                     size_t(m_.cfg().topk) * size_t(m_.cfg().ffn_hidden_size / 2);
+  const size_t act = per_thread_rows * size_t(m_.cfg().topk) * size_t(m_.cfg().ffn_hidden_size / 2);
   if (act_.size() < act) act_.assign(act, 0.f);
   if (rows <= cap_) return;
   const ModelConfig& c = m_.cfg();
@@ -314,8 +314,9 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
   });
   count_read(a.conv1);
   if (!parts) serial([&] { attention_core(a, li, n); });
-  // 7. attention over the cache: (batch row, KV head) pairs split over the team.
-  const AttnShape as = parts ? cache.attn_shape(c, n) : attn_shape_;
+  // 7. attention over the cache: (batch row, KV head) pairs split over the team. (The shape
+  // counts this feed's rows; the cache's length moves on only after the attention.)
+  const AttnShape as = cache.attn_shape(c, n);
   float* sc = scratch_.data();
   if (ragged_) {
     rows_attention(li, n);
@@ -347,9 +348,11 @@ void InferDecoder::attention(const InferModel::Attn& a, int li, int n) {
   } else {
     attention_forward(attn_.data(), lse_.data(), qk_.data(), cache.k_BGSd.data(), cache.v_BGSd.data(), as, sc);
   }
-  if (parts && omp_get_thread_num() == 0) {  // (read again only by this layer's next token)
+  // The conv tail and the last x into the cache, and its length: on one thread (in a team,
+  // read again only by this layer's next feed). Rows at their own positions: advance().
+  if (omp_get_thread_num() == 0) {
     cca_tail_append(cache, c, CcaDims{B, n, cache.len}, p, x);
-    cache.len += n;
+    if (!ragged_) cache.len += n;
   }
   // 8. o_proj.
   lin(a.o, h_.data(), D, attn_.data(), QD, N);
@@ -369,9 +372,10 @@ void InferDecoder::split(int count, F&& f) {
   barrier();
 }
 
-// Between the products: the conv's bias, q-k mean, L2 norms, RoPE, the cache append. Rows at
-// different positions take RoPE and their cache entries at their own positions. A part: steps
-// 3-6 and the K, V append of one (batch row, KV head) alone (attention()'s decode tasks).
+// Between the products: the conv's bias, q-k mean, L2 norms, RoPE, K and V into the cache.
+// Rows at different positions take RoPE and their cache entries at their own positions. A
+// part: steps 3-6 and the K, V append of one (batch row, KV head) alone (attention()'s
+// decode tasks; the conv's tasks add its bias).
 void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n, CcaPart part) {
   const ModelConfig& c = m_.cfg();
   CcaCache<float>& cache = state_.cca[size_t(li)];
@@ -391,13 +395,7 @@ void InferDecoder::attention_core(const InferModel::Attn& a, int li, int n, CcaP
                   part);
   else
     cca_kv_append(cache.k_BGSd.data(), cache.v_BGSd.data(), cache.capacity, c, d, qk + QD, C, v, row_pos0, part);
-  if (part.b >= 0) return;
-  cca_tail_append(cache, c, d, p, x_.data());
-  if (ragged_) return rows_scratch(n);
-  attn_shape_ = cache.attn_shape(c, n);
-  const size_t need = attn_shape_.scratch_elems(omp_get_max_threads());
-  if (scratch_.size() < need) scratch_.assign(need, 0.f);
-  cache.len += n;
+  if (part.b < 0 && ragged_) rows_scratch(n);
 }
 
 void InferDecoder::moe(const InferModel::Moe& m, int n, const float* r_prev, float* r,
@@ -469,7 +467,7 @@ void InferDecoder::start_feed(int n) {
   ragged_ = false;
   for (int b = 1; b < batch_; ++b) ragged_ = ragged_ || row_len_[size_t(b)] != row_len_[0];
   reserve(batch_ * n);
-  if (!ragged_ && !state_.cca.empty()) {  // the attention's scratch (decode's tasks cannot resize it)
+  if (!ragged_ && !state_.cca.empty()) {  // the attention's scratch, sized before any region
     const size_t need = state_.cca[0].attn_shape(m_.cfg(), n).scratch_elems(omp_get_max_threads());
     if (scratch_.size() < need) scratch_.assign(need, 0.f);
   }

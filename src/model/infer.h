@@ -202,7 +202,6 @@ class InferDecoder {
   // The router's down-projection, and each thread's own router input, norm and activations
   // (moe(): [thread][r (thread 0 writes r_ instead), zn, h, pre (N x R each), rstd (N)]).
   std::vector<float> rd_, router_own_;
-  AttnShape attn_shape_{};
   std::vector<int32_t> choice_;
   std::vector<int64_t> slot_row_, expert_count_, expert_start_;
 };
