@@ -250,9 +250,7 @@ float row_portable(QType t, const uint8_t* wr, const XQ& xq, int m) {
 
 // W rows start[p] + k0 + r (r < count, p < S) against the M prepared x rows; each W row is
 // read once (it stays in L1 while groups of 4 x rows pass over it). With one x row and S =
-// kStreams, a row of every stream at once (see the kernels above). Not q4_0 (a fallback
-// type whose AVX-512 kernel is one pair loop per row): it read 7 GB/s that way on 2 threads
-// against 10 row by row.
+// kStreams, a row of every stream at once (see the kernels above).
 void run_rows(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, const int* start, int S, int k0, int count,
               float beta) {
   const size_t rb = quant::qtype_row_bytes(t, xq.K);
@@ -264,7 +262,7 @@ void run_rows(QType t, float* y, int ldy, const XQ& xq, const uint8_t* W, const 
       *yo = beta == 0.f ? o[i] : *yo * beta + o[i];
     }
   };
-  const bool together = tr != Tier::Portable && xq.M == 1 && S == kStreams && t != QType::Q4_0;
+  const bool together = tr != Tier::Portable && xq.M == 1 && S == kStreams;
   for (int k = k0; k < k0 + count; ++k) {
     if (together) {
       const uint8_t* wr[kStreams];
