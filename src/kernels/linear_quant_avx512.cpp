@@ -1,9 +1,11 @@
 // The decode kernels over quantized weights in AVX-512 VNNI (with BW, VL, DQ, F16C, FMA): the
 // kernels linear_quant.cpp runs where the CPU has them (AMD Zen 4 and 5, Intel Ice Lake and
-// later). Integer products: vpdpbusd (q8_0, q4_0: unsigned or sign-moved levels against x's
-// int8 levels), and for the k-quants vpdpbusd, a pack into 16 bits and vpdpwssd by the block
-// scales, so that a super-block is integer sums up to one float scale. Decode (one x row) runs kStreams W rows
-// side by side; the results are the same integer sums per block as the portable loop's.
+// later). Integer products: vpdpbusd of unsigned weight levels against x's int8 levels (q8_0's
+// moved up by 128, q4_0's 0..15 as they are), and for the k-quants vpdpbusd, a pack into 16
+// bits and vpdpwssd by the block scales, so that a super-block is integer sums up to one
+// float scale. Decode (one x row) runs kStreams W rows side by side; the results are the
+// portable loop's integer sums per block (q4_0's offset of 8 comes off in float, as in the
+// AVX2 kernel).
 #include <immintrin.h>
 
 #include <cstring>

@@ -20,7 +20,7 @@ constexpr int kStreams = 4;
 
 // x quantized for the integer kernels, per row. q8_0 and q4_0 (blocks of 32):
 // levels q[K], per block the scale d and the scale times the block's level sum
-// (dsum: q8_0's offset of 128 in the native kernel, q4_0's 8 in the AVX2 one),
+// (dsum: q8_0's offset of 128 in the native kernel, q4_0's 8 in the native and AVX2 ones),
 // and for the native kernels dpair, the scales as 16 lanes per pair of blocks (8
 // lanes each; 0 past the end). q4_k and q6_k
 // (super-blocks of 256): levels q[K] with one scale d per super-block and the
