@@ -7,6 +7,7 @@
 // as the other kernels do. x is in natural order (XQ::q), one scale per block.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/avx2_util.h"
@@ -95,6 +96,9 @@ inline const T *fresh(const T *p) {
 // q8_0 and q4_0: one block of 32 at a time. q8_0's levels are signed (sdot32);
 // q4_0's go in unsigned, 0..15, and the offset of 8 comes off once per row in
 // float: 8 sum_b d_w (d_x sum x_b), from x's block sums (XQ::dsum).
+// The offset's float steps are explicit fmas: left to the compiler, they were contracted
+// in one unrolled shape of the loop and not in another, and a row's bits moved with the
+// team's cuts.
 template <int MR, int NR, class Levels>
 ZA_TARGET void kern_32(const uint8_t *const *wr, int bbytes, const XQ &xq, int m0, float *out, Levels levels) {
   __m256 acc[NR][MR];
@@ -118,7 +122,7 @@ ZA_TARGET void kern_32(const uint8_t *const *wr, int bbytes, const XQ &xq, int m
         __m256i s;
         if constexpr (Levels::kOffset8) {
           s = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
-          off[r][i] += dw * xq.dsumrow(m0 + i)[b];
+          off[r][i] = std::fma(dw, xq.dsumrow(m0 + i)[b], off[r][i]);
         } else {
           s = sdot32(w, x);
         }
@@ -128,7 +132,7 @@ ZA_TARGET void kern_32(const uint8_t *const *wr, int bbytes, const XQ &xq, int m
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum8(acc[r][i]) - 8.f * off[r][i];
+    for (int i = 0; i < MR; ++i) out[r * MR + i] = std::fma(-8.f, off[r][i], hsum8(acc[r][i]));
 }
 
 struct LevelsQ8_0 {
