@@ -287,34 +287,42 @@ TEST(QuantKernels, MatchDequantizeThenDot) {
 TEST(QuantKernels, TeamCutsDoNotChangeResults) {
   const std::vector<std::vector<float>> cuts = {{}, {0.f, 0.5f, 1.f}, {0.f, 0.23f, 1.f}, {0.f, 0.9f, 1.f},
                                                 {0.f, 0.1f, 0.15f, 1.f}, {0.f, 0.7f, 0.71f, 1.f}};
-  for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_K, QType::Q6_K}) {
-    const int K = qtype_block(t) == 32 ? 288 : 768, N = 61;
-    const size_t rb = qtype_row_bytes(t, K);
-    std::vector<uint8_t> W(size_t(N) * rb);
-    auto wf = gaussian(size_t(N) * K, 5 + K);
-    for (int n = 0; n < N; ++n) quantize_row(t, &wf[size_t(n) * K], W.data() + size_t(n) * rb, K);
-    for (int M : {1, 3}) {
-      auto x = gaussian(size_t(M) * K, 7 + M, 0.5f);
-      std::vector<float> one(size_t(M) * N, 0.f);
+  // Every tier this CPU runs (the AVX2 kernels too where the CPU has better): a team's cut
+  // moves rows between a kernel's unrolled shapes (four streams, one row), which must sum alike.
+  struct Unforce {
+    ~Unforce() { linear_quant_force(KernelTier::Auto); }
+  } unforce;
+  for (const KernelTier kern : {KernelTier::Auto, KernelTier::Avx2, KernelTier::Portable}) {
+    linear_quant_force(kern);
+    for (QType t : {QType::Q8_0, QType::Q4_0, QType::Q4_K, QType::Q6_K}) {
+      const int K = qtype_block(t) == 32 ? 288 : 768, N = 61;
+      const size_t rb = qtype_row_bytes(t, K);
+      std::vector<uint8_t> W(size_t(N) * rb);
+      auto wf = gaussian(size_t(N) * K, 5 + K);
+      for (int n = 0; n < N; ++n) quantize_row(t, &wf[size_t(n) * K], W.data() + size_t(n) * rb, K);
+      for (int M : {1, 3}) {
+        auto x = gaussian(size_t(M) * K, 7 + M, 0.5f);
+        std::vector<float> one(size_t(M) * N, 0.f);
 #pragma omp parallel num_threads(1)
-      linear_quant_team(t, one.data(), N, x.data(), K, W.data(), M, N, K);
-      for (const std::vector<float>& c : cuts) {
-        const int threads = c.empty() ? 2 : int(c.size()) - 1;
-        std::vector<float> team(one.size(), -1.f);
+        linear_quant_team(t, one.data(), N, x.data(), K, W.data(), M, N, K);
+        for (const std::vector<float>& c : cuts) {
+          const int threads = c.empty() ? 2 : int(c.size()) - 1;
+          std::vector<float> team(one.size(), -1.f);
 #pragma omp parallel num_threads(threads)
-        linear_quant_team(t, team.data(), N, x.data(), K, W.data(), M, N, K, 0.f, c.empty() ? nullptr : c.data());
-        ASSERT_EQ(team, one) << qtype_name(uint32_t(t)) << " M=" << M << " threads=" << threads
-                             << (c.empty() ? " even" : " cut") << (c.size() > 1 ? c[1] : 0.f);
-        // With stealing: ten products back to back in one region, no barrier between them.
-        TeamSteal steal;
-        steal.reset(threads);
-        std::vector<std::vector<float>> ys(10, std::vector<float>(one.size(), -1.f));
+          linear_quant_team(t, team.data(), N, x.data(), K, W.data(), M, N, K, 0.f, c.empty() ? nullptr : c.data());
+          ASSERT_EQ(team, one) << qtype_name(uint32_t(t)) << " " << linear_quant_kernel() << " M=" << M
+                               << " threads=" << threads << (c.empty() ? " even" : " cut") << (c.size() > 1 ? c[1] : 0.f);
+          // With stealing: ten products back to back in one region, no barrier between them.
+          TeamSteal steal;
+          steal.reset(threads);
+          std::vector<std::vector<float>> ys(10, std::vector<float>(one.size(), -1.f));
 #pragma omp parallel num_threads(threads)
-        for (auto& y : ys)
-          linear_quant_team(t, y.data(), N, x.data(), K, W.data(), M, N, K, 0.f, c.empty() ? nullptr : c.data(), &steal);
-        for (const auto& y : ys)
-          ASSERT_EQ(y, one) << qtype_name(uint32_t(t)) << " M=" << M << " threads=" << threads << " stealing"
-                            << (c.empty() ? " even" : " cut") << (c.size() > 1 ? c[1] : 0.f);
+          for (auto& y : ys)
+            linear_quant_team(t, y.data(), N, x.data(), K, W.data(), M, N, K, 0.f, c.empty() ? nullptr : c.data(), &steal);
+          for (const auto& y : ys)
+            ASSERT_EQ(y, one) << qtype_name(uint32_t(t)) << " " << linear_quant_kernel() << " M=" << M
+                              << " threads=" << threads << " stealing" << (c.empty() ? " even" : " cut") << (c.size() > 1 ? c[1] : 0.f);
+        }
       }
     }
   }
