@@ -40,6 +40,10 @@ ZA_TARGET inline void prefetch_block(const uint8_t *p) {
   for (int o = 0; o < Bytes; o += 60) _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetch + o, _MM_HINT_T0);
 }
 ZA_TARGET inline __m256i load32(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+ZA_TARGET inline float hsum4(__m128 h) {
+  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
 
 // 32 signed levels w against 32 signed x: |w| (unsigned, <= 128) times x with
 // w's sign, so that vpmaddubsw's pairs stay within 16 bits (2 * 128 * 127); 8
@@ -149,6 +153,22 @@ struct LevelsQ4_0 {
   }
 };
 
+// q4k_scales_mins_u8 (linear_quant_xq.h) for a pair of rows at once: row a's bytes
+// sc0-7 mn0-7 in the low 128-bit lane, row b's (if Two) in the high one. Every step stays
+// within its lane, so two rows' scales cost one row's instructions.
+ZA_TARGET inline __m256i lanes2(__m128i v) { return _mm256_broadcastsi128_si256(v); }
+template <bool Two>
+ZA_TARGET inline __m256i q4k_scales_mins_pair(const BlockQ4_K *a, const BlockQ4_K *b) {
+  __m256i u = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(a->scales)));
+  if constexpr (Two) u = _mm256_inserti128_si256(u, _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales)), 1);
+  const __m256i p = _mm256_shuffle_epi8(u, lanes2(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
+  const __m256i bits =
+      _mm256_shuffle_epi8(u, lanes2(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)));
+  return _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(p, lanes2(_mm_setr_epi32(0, 0, 0, 4))),
+                                          lanes2(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f))),
+                         _mm256_and_si256(_mm256_srli_epi16(bits, 2), _mm256_set1_epi8(0x30)));
+}
+
 // q4_k: 64 levels (one 32-byte run of nibbles: block 2c in the low nibbles,
 // 2c + 1 in the high) as two vectors, each a 16-byte half broadcast to both
 // lanes and shifted by 0 in the low lane, 4 in the high: [block 2c | block 2c +
@@ -157,58 +177,82 @@ struct LevelsQ4_0 {
 // 2 * 15 * 127, so the sum stays < 2^13) before one vpmaddwd by [sc_2c | sc_2c+1]
 // per lane: per 64 levels 2 vpmaddubsw and 1 vpmaddwd. Per super-block and x
 // row: d dx sum_j sc_j (w_j . x_j) - dmin dx sum_j mn_j sum(x_j) (the mins
-// against x's sums per 32, one vpmaddwd).
+// against x's sums per 32, one vpmaddwd). What is per row but not per weight runs
+// for two rows at once, row 2p in the low 128-bit lane and 2p + 1 in the high one:
+// the scales' unpacking, d and dmin, the mins' term (its own accumulators, taken off
+// at the end). (Per row these were ~15 of the ~65 vector instructions of a super-block.)
 template <int MR, int NR>
 ZA_TARGET void kern_q4_k(const uint8_t *const *wr, const XQ &xq, int m0, float *out) {
-  __m256 acc[NR][MR];
+  constexpr int NP = (NR + 1) / 2;  // row pairs
+  __m256 acc[NR][MR], macc[NP][MR];
 #pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r)
+  for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) acc[r][i] = _mm256_setzero_ps();
+    for (int r = 0; r < NR; ++r) acc[r][i] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) macc[p][i] = _mm256_setzero_ps();
+  }
   const __m256i m4 = _mm256_set1_epi8(0x0F), lane_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+  // f = (d0, dmin0, d1, dmin1) dx of a pair: d of row q everywhere, each row's dmin in its lane
+  const __m256i d_idx[2] = {_mm256_set1_epi32(0), _mm256_set1_epi32(2)};
+  const __m256i dmin_idx = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
   for (int s = 0; s < xq.ns; ++s)
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; ++r) {
-      const BlockQ4_K *b = reinterpret_cast<const BlockQ4_K *>(wr[r]) + s;
-      prefetch_block<144>(reinterpret_cast<const uint8_t *>(b));
-      int dd;
-      std::memcpy(&dd, b, 4);
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dd));  // d, dmin
-      const __m128i scmn = q4k_scales_mins_u8(b->scales);  // bytes sc0-7, mn0-7
-      const __m256i sc = _mm256_broadcastsi128_si256(scmn);
-      const __m128i mn = _mm_unpackhi_epi8(scmn, _mm_setzero_si128());
-      const int8_t *x[MR];
-      __m256i isum[MR];
-#pragma GCC unroll 4
-      for (int i = 0; i < MR; ++i) x[i] = fresh(xq.qkrow(m0 + i) + 256 * s), isum[i] = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        __m256i w[2];
-        for (int h = 0; h < 2; ++h) {
-          const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + 32 * c + 16 * h));
-          w[h] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(half), lane_shift), m4);
-        }
-        const __m256i scl = _mm256_shuffle_epi8(sc, ctl(kQ4kSpread[c]));
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; ++i) {
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], load32(x[i] + 64 * c)),
-                                             _mm256_maddubs_epi16(w[1], load32(x[i] + 64 * c + 32)));
-          isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(p, scl));
-        }
-      }
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+      constexpr bool kTwo = NR > 1;
+      const BlockQ4_K *bp[2] = {reinterpret_cast<const BlockQ4_K *>(wr[2 * p]) + s,
+                                reinterpret_cast<const BlockQ4_K *>(wr[kTwo ? 2 * p + 1 : 2 * p]) + s};
+      int dd[2] = {0, 0};
+      std::memcpy(&dd[0], bp[0], 4);
+      if (kTwo) std::memcpy(&dd[1], bp[1], 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_setr_epi32(dd[0], dd[1], 0, 0));  // d, dmin of each row
+      const __m256i scmn = q4k_scales_mins_pair<kTwo>(bp[0], bp[1]);
+      const __m256i mn = _mm256_unpackhi_epi8(scmn, _mm256_setzero_si256());  // the mins as 16-bit
+      __m256 f[MR];
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const __m128i msum =
-            _mm_madd_epi16(mn, _mm_loadu_si128(reinterpret_cast<const __m128i *>(fresh(xq.bs32row(m0 + i)) + 8 * s)));
-        const float dx = xq.drow(m0 + i)[s];
-        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_set1_ps(_mm_cvtss_f32(dm) * dx), acc[r][i]);
-        acc[r][i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)),
-                                     _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dm)) * dx), acc[r][i]);
+        f[i] = _mm256_castps128_ps256(_mm_mul_ps(dm, _mm_set1_ps(xq.drow(m0 + i)[s])));
+        const __m256i msum = _mm256_madd_epi16(
+            mn, lanes2(_mm_loadu_si128(reinterpret_cast<const __m128i *>(fresh(xq.bs32row(m0 + i)) + 8 * s))));
+        macc[p][i] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_permutevar8x32_ps(f[i], dmin_idx), macc[p][i]);
+      }
+#pragma GCC unroll 2
+      for (int q = 0; q < (kTwo ? 2 : 1); ++q) {
+        const BlockQ4_K *b = bp[q];
+        prefetch_block<144>(reinterpret_cast<const uint8_t *>(b));
+        const __m256i sc = _mm256_permute2x128_si256(scmn, scmn, q ? 0x11 : 0x00);  // row q's lane in both
+        const int8_t *x[MR];
+        __m256i isum[MR];
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) x[i] = fresh(xq.qkrow(m0 + i) + 256 * s), isum[i] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+          __m256i w[2];
+          for (int h = 0; h < 2; ++h) {
+            const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + 32 * c + 16 * h));
+            w[h] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_broadcastsi128_si256(half), lane_shift), m4);
+          }
+          const __m256i scl = _mm256_shuffle_epi8(sc, ctl(kQ4kSpread[c]));
+#pragma GCC unroll 4
+          for (int i = 0; i < MR; ++i) {
+            const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], load32(x[i] + 64 * c)),
+                                                _mm256_maddubs_epi16(w[1], load32(x[i] + 64 * c + 32)));
+            isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(pr, scl));
+          }
+        }
+        const int r = 2 * p + q;
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i)
+          acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_permutevar8x32_ps(f[i], d_idx[q]), acc[r][i]);
       }
     }
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) out[r * MR + i] = hsum8(acc[r][i]);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 m = macc[r / 2][i];  // row r's mins term: its pair's lane r % 2, summed
+      out[r * MR + i] = hsum8(acc[r][i]) - hsum4(r % 2 ? _mm256_extractf128_ps(m, 1) : _mm256_castps256_ps128(m));
+    }
 }
 
 // q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the
