@@ -288,7 +288,7 @@ ZQ_TARGET inline __m512i lane_idx(int r) {
 }
 ZQ_TARGET inline __m512i elem_idx(int e) { return _mm512_set1_epi32(e); }
 
-// q4k_scales_mins_u8 (linear_quant_xq.h) for one super-block of each of NR <= 4 rows: row r's
+// q4k_scales_mins_pair (linear_quant_xq.h) for one super-block of each of NR <= 4 rows: row r's
 // bytes sc0-7 mn0-7 in 128-bit lane r. Every step of it stays within a 128-bit lane, so one
 // pass serves the four streams of a decode call; per row it was a third of the kernel's
 // instructions.

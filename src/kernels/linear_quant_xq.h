@@ -50,24 +50,25 @@ struct XQ {
   const int16_t *bs32row(int m) const { return &bs32[size_t(m) * nb]; }
 };
 
-// A q4_k super-block's eight 6-bit scales and eight 6-bit mins
-// (quant::q4k_scale_min) as bytes 0-7 and 8-15. The 12 bytes u hold sc0-3 |
-// mn0-3 in the low 6 bits of u[0-3] | u[4-7], and sc4-7 | mn4-7 in the low |
-// high nibbles of u[8-11] with their top 2 bits in the top 2 bits of u[0-3] |
-// u[4-7]. (The 16-byte load reads 4 bytes of the levels after them.) The
-// AVX2 kernel's; the AVX-512 one runs the same steps on four rows at once
-// (q4k_scales_mins_rows in linear_quant_avx512.cpp).
-__attribute__((target("avx2"))) inline __m128i q4k_scales_mins_u8(const uint8_t *scales) {
-  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i *>(scales));
-  // a: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part
-  // takes
-  __m128i a = _mm_shuffle_epi8(u, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  a = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-  // b: the top 2 bits of u0-3 (for sc4-7) and u4-7 (for mn4-7) at bits 4-5
-  const __m128i b = _mm_shuffle_epi8(u, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
-  return _mm_or_si128(a, hi);
+// q4_k super-blocks' eight 6-bit scales and eight 6-bit mins (quant::q4k_scale_min) as
+// bytes 0-7 and 8-15 of a 128-bit lane: row a's in the low lane, row b's (b nullptr: none)
+// in the high one. The 12 bytes u hold sc0-3 | mn0-3 in the low 6 bits of u[0-3] | u[4-7],
+// and sc4-7 | mn4-7 in the low | high nibbles of u[8-11] with their top 2 bits in the top 2
+// bits of u[0-3] | u[4-7]. (The 16-byte load reads 4 bytes of the levels after them.) Every
+// step stays within its lane, so two rows cost one row's instructions. The AVX2 kernel's;
+// the AVX-512 one runs the same steps on four rows at once (q4k_scales_mins_rows in
+// linear_quant_avx512.cpp).
+__attribute__((target("avx2"))) inline __m256i q4k_scales_mins_pair(const uint8_t *a, const uint8_t *b) {
+  const auto lanes = [](__m128i v) __attribute__((target("avx2"))) { return _mm256_broadcastsi128_si256(v); };
+  __m256i u = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(a)));
+  if (b) u = _mm256_inserti128_si256(u, _mm_loadu_si128(reinterpret_cast<const __m128i *>(b)), 1);
+  // p: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part takes
+  __m256i p = _mm256_shuffle_epi8(u, lanes(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
+  p = _mm256_and_si256(_mm256_srlv_epi32(p, lanes(_mm_setr_epi32(0, 0, 0, 4))),
+                       lanes(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)));
+  // the top 2 bits of u0-3 (for sc4-7) and u4-7 (for mn4-7) at bits 4-5
+  const __m256i t = _mm256_shuffle_epi8(u, lanes(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)));
+  return _mm256_or_si256(p, _mm256_and_si256(_mm256_srli_epi16(t, 2), _mm256_set1_epi8(0x30)));
 }
 
 // The x-to-int8 loop (linear_quant.cpp's quantize_blocks) in AVX2: the same
