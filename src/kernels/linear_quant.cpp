@@ -156,6 +156,14 @@ void qkern::XQ::prepare(QType t_, const float* x, int ldx, int M_, int K_, XLayo
     for (size_t c = 0; c < size_t(M) * K / 64; ++c)
       for (int p = 0; p < 4; ++p) std::memcpy(&qk[64 * c + 16 * size_t(p)], &q[64 * c + 16 * size_t(kRun[p])], 16);
   }
+  if (layout == XLayout::Avx2 && t == QType::Q4_0) {  // per pair of blocks b, b + 1: b[0-15] b+1[0-15] b[16-31] b+1[16-31]
+    qk.assign(size_t(M) * np * 64, 0);
+    for (int m = 0; m < M; ++m)
+      for (int b = 0; b < nb; ++b)
+        for (int h = 0; h < 2; ++h)
+          std::memcpy(&qk[(size_t(m) * np + size_t(b / 2)) * 64 + 32 * size_t(h) + 16 * size_t(b % 2)],
+                      &q[size_t(m) * K + 32 * size_t(b) + 16 * size_t(h)], 16);
+  }
   if (layout != XLayout::Native) return;
   if (t == QType::Q8_0 || t == QType::Q4_0) {
     dpair.assign(size_t(M) * np * 16, 0.f);

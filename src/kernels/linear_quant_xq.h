@@ -29,7 +29,8 @@ constexpr int kStreams = 4;
 // native kernel block order 0 2 1 3 4 6 5 7 (one 64-byte load of nibbles holds
 // blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its high ones), for
 // the AVX2 kernel per 64 levels (blocks 2c, 2c + 1) the 16-level runs 2c[0-15]
-// 2c+1[0-15] 2c[16-31] 2c+1[16-31].
+// 2c+1[0-15] 2c[16-31] 2c+1[16-31]. The AVX2 q4_0 kernel reads q4_0's x in that order
+// too (qk, np * 64 a row: zeros for the missing block of an odd count).
 enum class XLayout { Natural, Native, Avx2 };
 struct XQ {
   QType t = QType::Q8_0;
@@ -39,10 +40,10 @@ struct XQ {
   std::vector<float> d, dsum, dpair;
   std::vector<int16_t> bs16, bs32;
   // layout: Native adds what the AVX-512 kernels also read (dpair, qk), Avx2
-  // q4_k's qk for the AVX2 kernel.
+  // q4_k's and q4_0's qk for the AVX2 kernels.
   void prepare(QType t_, const float *x, int ldx, int M_, int K_, XLayout layout);
   const int8_t *qrow(int m) const { return &q[size_t(m) * K]; }
-  const int8_t *qkrow(int m) const { return &qk[size_t(m) * K]; }
+  const int8_t *qkrow(int m) const { return &qk[size_t(m) * np * 64]; }  // (q4_k: np * 64 = K)
   const float *drow(int m) const { return &d[size_t(m) * ns]; }
   const float *dsumrow(int m) const { return &dsum[size_t(m) * nb]; }
   const float *dpairrow(int m) const { return &dpair[size_t(m) * np * 16]; }
