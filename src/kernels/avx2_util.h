@@ -11,12 +11,16 @@ inline bool cpu_avx2_fma() {
   return ok;
 }
 
-// The sum and the max of v's 8 lanes.
-__attribute__((target("avx2"))) inline float hsum8(__m256 v) {
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+// The sum of h's 4 lanes, of v's 8, and the max of v's 8.
+__attribute__((target("avx2"))) inline float hsum4(__m128 h) {
   const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
 }
+__attribute__((target("avx2"))) inline float hsum8(__m256 v) {
+  return hsum4(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
+// v in both 128-bit lanes.
+__attribute__((target("avx2"))) inline __m256i lanes2(__m128i v) { return _mm256_broadcastsi128_si256(v); }
 __attribute__((target("avx2"))) inline float hmax8(__m256 v) {
   const __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 h2 = _mm_max_ps(h, _mm_movehl_ps(h, h));

@@ -150,13 +150,9 @@ void qkern::XQ::prepare(QType t_, const float* x, int ldx, int M_, int K_, XLayo
       quantize_blocks(x + size_t(m) * ldx, K, 32, &q[size_t(m) * K], &d[size_t(m) * nb], &dsum[size_t(m) * nb],
                       nullptr);
   }
-  if (layout == XLayout::Avx2 && t == QType::Q4_K) {
-    static constexpr int kRun[4] = {0, 2, 1, 3};  // each 64's middle runs of 16 swapped
-    qk.resize(size_t(M) * K);
-    for (size_t c = 0; c < size_t(M) * K / 64; ++c)
-      for (int p = 0; p < 4; ++p) std::memcpy(&qk[64 * c + 16 * size_t(p)], &q[64 * c + 16 * size_t(kRun[p])], 16);
-  }
-  if (layout == XLayout::Avx2 && t == QType::Q4_0) {  // per pair of blocks b, b + 1: b[0-15] b+1[0-15] b[16-31] b+1[16-31]
+  // The AVX2 q4_k and q4_0 kernels: per pair of 32-blocks b, b + 1, b[0-15] b+1[0-15] b[16-31]
+  // b+1[16-31] (zeros for the missing block of an odd count).
+  if (layout == XLayout::Avx2 && (t == QType::Q4_K || t == QType::Q4_0)) {
     qk.assign(size_t(M) * np * 64, 0);
     for (int m = 0; m < M; ++m)
       for (int b = 0; b < nb; ++b)

@@ -41,10 +41,6 @@ ZA_TARGET inline void prefetch_block(const uint8_t *p) {
   for (int o = 0; o < Bytes; o += 60) _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetch + o, _MM_HINT_T0);
 }
 ZA_TARGET inline __m256i load32(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
-ZA_TARGET inline float hsum4(__m128 h) {
-  const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-}
 
 // 32 signed levels w against 32 signed x: |w| (unsigned, <= 128) times x with
 // w's sign, so that vpmaddubsw's pairs stay within 16 bits (2 * 128 * 127); 8
@@ -186,8 +182,6 @@ ZA_TARGET void kern_q4_0(const uint8_t *const *wr, const XQ &xq, int m0, float *
     for (int i = 0; i < MR; ++i)
       out[r * MR + i] = std::fma(-8.f, hsum4(off[r][i]), hsum8(acc[r][i]));
 }
-
-ZA_TARGET inline __m256i lanes2(__m128i v) { return _mm256_broadcastsi128_si256(v); }
 
 // q4_k: 64 levels (one 32-byte run of nibbles: block 2c in the low nibbles,
 // 2c + 1 in the high) as two vectors, each a 16-byte half broadcast to both

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/avx2_util.h"
 #include "quant/blocks.h"
 
 namespace zaya::qkern {
@@ -60,15 +61,14 @@ struct XQ {
 // the AVX-512 one runs the same steps on four rows at once (q4k_scales_mins_rows in
 // linear_quant_avx512.cpp).
 __attribute__((target("avx2"))) inline __m256i q4k_scales_mins_pair(const uint8_t *a, const uint8_t *b) {
-  const auto lanes = [](__m128i v) __attribute__((target("avx2"))) { return _mm256_broadcastsi128_si256(v); };
   __m256i u = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(a)));
   if (b) u = _mm256_inserti128_si256(u, _mm_loadu_si128(reinterpret_cast<const __m128i *>(b)), 1);
   // p: u0-3 | u8-11 | u4-7 | u8-11 >> 4, masked to the 6 or 4 bits each part takes
-  __m256i p = _mm256_shuffle_epi8(u, lanes(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
-  p = _mm256_and_si256(_mm256_srlv_epi32(p, lanes(_mm_setr_epi32(0, 0, 0, 4))),
-                       lanes(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)));
+  __m256i p = _mm256_shuffle_epi8(u, lanes2(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
+  p = _mm256_and_si256(_mm256_srlv_epi32(p, lanes2(_mm_setr_epi32(0, 0, 0, 4))),
+                       lanes2(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)));
   // the top 2 bits of u0-3 (for sc4-7) and u4-7 (for mn4-7) at bits 4-5
-  const __m256i t = _mm256_shuffle_epi8(u, lanes(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)));
+  const __m256i t = _mm256_shuffle_epi8(u, lanes2(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)));
   return _mm256_or_si256(p, _mm256_and_si256(_mm256_srli_epi16(t, 2), _mm256_set1_epi8(0x30)));
 }
 
