@@ -160,6 +160,15 @@ void qkern::XQ::prepare(QType t_, const float* x, int ldx, int M_, int K_, XLayo
           std::memcpy(&qk[(size_t(m) * np + size_t(b / 2)) * 64 + 32 * size_t(h) + 16 * size_t(b % 2)],
                       &q[size_t(m) * K + 32 * size_t(b) + 16 * size_t(h)], 16);
   }
+  // The AVX2 q6_k kernel holds a super-block's 16 scales even | odd (one shuffle of the
+  // 16 bytes, then each vector's pair in one lane each): x's sums per 16 to match.
+  if (layout == XLayout::Avx2 && t == QType::Q6_K)
+    for (size_t s = 0; s < size_t(M) * ns; ++s) {
+      int16_t* bs = &bs16[16 * s];
+      int16_t even_odd[16];
+      for (int j = 0; j < 8; ++j) even_odd[j] = bs[2 * j], even_odd[8 + j] = bs[2 * j + 1];
+      std::copy(even_odd, even_odd + 16, bs);
+    }
   if (layout != XLayout::Native) return;
   if (t == QType::Q8_0 || t == QType::Q4_0) {
     dpair.assign(size_t(M) * np * 16, 0.f);

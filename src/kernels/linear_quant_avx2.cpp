@@ -64,9 +64,11 @@ constexpr Spread spread(int lo, int hi) {
   }
   return s;
 }
-// q6_k: a vector of 32 levels spans two scales of 16: scales 2k | 2k + 1 of the
-// eight in both lanes.
-constexpr Spread kPairSpread[4] = {spread(0, 1), spread(2, 3), spread(4, 5), spread(6, 7)};
+// q6_k: a vector of 32 levels spans two scales of 16, 2j in its low lane and 2j + 1 in
+// its high one; the super-block's 16 scales are held even | odd (scale 2j at element j of
+// the low lane, 2j + 1 at element j of the high one), so vector j takes element j of each.
+constexpr Spread kScaleSpread[8] = {spread(0, 0), spread(1, 1), spread(2, 2), spread(3, 3),
+                                    spread(4, 4), spread(5, 5), spread(6, 6), spread(7, 7)};
 // q4_k: the same from scale bytes (zero above each): byte 2c in the low lane's
 // 16-bit lanes, 2c + 1 in the high lane's (blocks 2c | 2c + 1).
 constexpr Spread spread_u8(int lo, int hi) {
@@ -272,7 +274,8 @@ ZA_TARGET void kern_q4_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
 
 // q6_k: levels 0..63 (low nibble | two high bits << 4) go in unsigned; the
 // offset of 32 is taken off in the integers, as 32 sum_g sc_g sum(x_g)
-// (vpmaddwd of the scales against x's sums per 16). Per half of 128 levels:
+// (vpmaddwd of the scales against x's sums per 16, both even | odd: XQ's AVX2
+// layout). Per half of 128 levels:
 // ql's 64 bytes hold levels 0-63's low nibbles (bytes 0-31 for 0-31, 32-63 for
 // 32-63) and 64-127's (their high nibbles); qh's 32 bytes hold the two high
 // bits of levels l, l + 32, l + 64, l + 96 at bits 0-1, 2-3, 4-5, 6-7 of byte
@@ -285,12 +288,14 @@ ZA_TARGET void kern_q6_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) acc[r][i] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   for (int s = 0; s < xq.ns; ++s)
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const BlockQ6_K *b = reinterpret_cast<const BlockQ6_K *>(wr[r]) + s;
       prefetch_block<210>(reinterpret_cast<const uint8_t *>(b));
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales)));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(
+          _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales)), even_odd));
       const float d = h2f(b->d);
       const int8_t *x[MR];
       __m256i isum[MR];
@@ -300,7 +305,6 @@ ZA_TARGET void kern_q6_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
       // scale vectors held at once would spill.
       for (int n = 0; n < 2; ++n) {
         const __m256i ql0 = load32(b->ql + 64 * n), ql1 = load32(b->ql + 64 * n + 32), qh = load32(b->qh + 32 * n);
-        const __m256i half = _mm256_permute2x128_si256(sc16, sc16, n ? 0x11 : 0x00);  // scales 8n..8n+7, both lanes
         const __m256i w[4] = {
             _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
             _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
@@ -308,7 +312,7 @@ ZA_TARGET void kern_q6_k(const uint8_t *const *wr, const XQ &xq, int m0, float *
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
         for (int k = 0; k < 4; ++k) {
-          const __m256i scl = _mm256_shuffle_epi8(half, ctl(kPairSpread[k]));
+          const __m256i scl = _mm256_shuffle_epi8(sc16, ctl(kScaleSpread[4 * n + k]));
 #pragma GCC unroll 4
           for (int i = 0; i < MR; ++i)
             isum[i] = _mm256_add_epi32(

@@ -31,7 +31,8 @@ constexpr int kStreams = 4;
 // blocks 4k and 4k+2 in its low nibbles, 4k+1 and 4k+3 in its high ones), for
 // the AVX2 kernel per 64 levels (blocks 2c, 2c + 1) the 16-level runs 2c[0-15]
 // 2c+1[0-15] 2c[16-31] 2c+1[16-31]. The AVX2 q4_0 kernel reads q4_0's x in that order
-// too (qk, np * 64 a row: zeros for the missing block of an odd count).
+// too (qk, np * 64 a row: zeros for the missing block of an odd count). The AVX2 q6_k
+// kernel reads each super-block's 16 bs16 even | odd (0 2 .. 14 1 3 .. 15).
 enum class XLayout { Natural, Native, Avx2 };
 struct XQ {
   QType t = QType::Q8_0;
