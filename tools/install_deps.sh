@@ -8,6 +8,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   libsentencepiece-dev sentencepiece
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libxxhash-dev
+  libsimdjson-dev zlib1g-dev libzstd-dev libsnappy-dev  # corpora: JSON lines, gzip, zstd, Parquet pages
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-matplotlib
   bible-kjv
