@@ -86,6 +86,8 @@ echo "== the same on the HF directory (bf16 in place, the tokenizer given), and 
 echo "== results JSON, samples and score --context"
 python3 - "$ZAYA" "$W" "$TOK" <<'PY'
 import json, math, re, subprocess, sys
+sys.path.insert(0, "tests/lib")
+from checks import finite_max  # max() drops a NaN unless it comes first
 zaya, W, tok = sys.argv[1:4]
 fails = []
 def check(ok, msg):
@@ -114,6 +116,7 @@ for t in ["hellaswag", "piqa", "winogrande"]:
 # acc_norm from the logged log-likelihoods and the choices' byte lengths
 for s in by["hellaswag"]:
     lls = [x[0] for x in s["resps"]]
+    check(finite_max(lls) < math.inf, f"hellaswag doc {s['doc_id']}: log-likelihoods {lls}")
     ends = [a[1][1:] for a in s["arguments"]]  # continuation minus the target delimiter
     norm = [l / len(e.encode()) for l, e in zip(lls, ends)]
     check(float(norm.index(max(norm)) == s["target"]) == s["acc_norm"], f"hellaswag doc {s['doc_id']}: acc_norm")
@@ -146,14 +149,14 @@ bits("HF bf16 in place", ["--model", f"{W}/hf16"], f"{W}/out/hf.jsonl", {"hellas
 bits("HF --fp32", ["--model", f"{W}/hf16", "--fp32"], f"{W}/out/hf32.jsonl", {"hellaswag", "winogrande"})
 # bf16 in place against fp32: the same model, rounding apart
 hf = {(s["task"], s["doc_id"]): s for s in map(json.loads, open(f"{W}/out/hf.jsonl"))}
-d = max(abs(a[0] - b[0]) / max(1, abs(b[0])) for s in map(json.loads, open(f"{W}/out/hf32.jsonl"))
-        for a, b in zip(hf[(s["task"], s["doc_id"])]["resps"], s["resps"]))
+d = finite_max(abs(a[0] - b[0]) / max(1, abs(b[0])) for s in map(json.loads, open(f"{W}/out/hf32.jsonl"))
+               for a, b in zip(hf[(s["task"], s["doc_id"])]["resps"], s["resps"]))
 print(f"bf16 in place vs --fp32: max relative difference of a log-likelihood {d:.2e}")
 check(d < 0.05, f"bf16 vs fp32 log-likelihoods differ by {d}")
 # --batch 4 against --batch 1: rounding only
 b1 = {(s["task"], s["doc_id"]): s for s in samples}
-d = max(abs(a[0] - b[0]) / max(1, abs(b[0])) for s in map(json.loads, open(f"{W}/out/b4.jsonl"))
-        for a, b in zip(s["resps"], b1[(s["task"], s["doc_id"])]["resps"]))
+d = finite_max(abs(a[0] - b[0]) / max(1, abs(b[0])) for s in map(json.loads, open(f"{W}/out/b4.jsonl"))
+               for a, b in zip(s["resps"], b1[(s["task"], s["doc_id"])]["resps"]))
 print(f"--batch 4 vs --batch 1: max relative difference {d:.2e}")
 check(d < 1e-5, f"--batch 4 differs from --batch 1 by {d}")
 # --batch 16 against --batch 1: the same documents in the same order, the same requests,
@@ -168,7 +171,7 @@ def against(name, path, ref, bound):
         for a, b in zip(s["requests"], w["requests"]):
             check(a["context_ids"] == b["context_ids"] and a["continuation_ids"] == b["continuation_ids"],
                   f"{name}: {s['task']} doc {s['doc_id']}: other requests")
-            d = max(d, abs(a["logprob"] - b["logprob"]) / max(1, abs(b["logprob"]))); n += 1
+            d = finite_max([d, abs(a["logprob"] - b["logprob"]) / max(1, abs(b["logprob"]))]); n += 1
     print(f"{name}: {n} requests, max relative difference {d:.2e}")
     check(n > 0 and d < bound, f"{name}: differs from --batch 1 by {d}")
 against("--batch 16 vs --batch 1 (checkpoint, fp32)", f"{W}/out/b16.jsonl", f"{W}/out/ck.jsonl", 1e-6)
@@ -212,14 +215,16 @@ sed -e "s|^interval = 0|interval = 2\ntasks = [\"hellaswag\", \"$T/kjv_fewshot.j
 grep -q '^|hellaswag|0|acc|' "$W/train_tasks.log" || { cat "$W/train_tasks.log"; die "no task table in the training log"; }
 python3 - "$W/run_tasks/metrics.jsonl" <<'PY'
 import json, sys
+sys.path.insert(0, "tests/lib")
+from checks import check
 recs = [json.loads(l) for l in open(sys.argv[1])]
 t = [r for r in recs if r.get("type") == "eval_tasks"]
 steps = [r["step"] for r in t]
-assert steps == [0, 2, 4], f"eval_tasks at steps {steps}"
+check(steps == [0, 2, 4], f"eval_tasks at steps {steps}")
 for r in t:
-    assert set(r["tasks"]) == {"hellaswag", "kjv_fewshot"}, r["tasks"].keys()
+    check(set(r["tasks"]) == {"hellaswag", "kjv_fewshot"}, r["tasks"].keys())
     h = r["tasks"]["hellaswag"]
-    assert h["n"] == 6 and 0 <= h["acc_norm"] <= 1 and h["acc_norm_stderr"] >= 0, h
+    check(h["n"] == 6 and 0 <= h["acc_norm"] <= 1 and h["acc_norm_stderr"] >= 0, h)
 print("metrics.jsonl: eval_tasks at steps", steps)
 PY
 PY3=python3; /usr/bin/python3 -c 'import matplotlib' 2>/dev/null && PY3=/usr/bin/python3
