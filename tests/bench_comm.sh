@@ -23,23 +23,25 @@ head -1 "$T/comm.csv" | grep -qx 'op,nranks,size_bytes,count,type,redop,root,oop
   || fail "comm.csv header"
 python3 - "$T/comm.csv" "$T/comm.json" <<'PY' || fail "CSV/JSON content"
 import csv, json, sys
+sys.path.insert(0, "tests/lib")
+from checks import check  # not assert: python3 -O drops those
 rows = list(csv.DictReader(open(sys.argv[1])))
 factor = {"all_reduce": 1.0, "reduce_scatter": 0.5, "all_gather": 0.5, "all_to_all": 0.5, "broadcast": 1.0, "sendrecv": 1.0}
 ops = {r["op"] for r in rows}
-assert ops == set(factor), ops
+check(ops == set(factor), ops)
 # (2 dtypes x 2 redops) x 2 reducing ops + 2 dtypes x 4 other ops = 16 tables of 6 sizes (8 B .. 256 KiB)
-assert len(rows) == 96, len(rows)
+check(len(rows) == 96, len(rows))
 for r in rows:
-    assert r["nranks"] == "2", r
-    assert r["oop_wrong"] == "0" and r["ip_wrong"] == "0", r
+    check(r["nranks"] == "2", r)
+    check(r["oop_wrong"] == "0" and r["ip_wrong"] == "0", r)
     for v in ("oop", "ip"):
         t, alg, bus = float(r[v + "_time_us"]), float(r[v + "_algbw"]), float(r[v + "_busbw"])
-        assert t > 0
-        assert abs(alg - int(r["size_bytes"]) / 1e9 / (t * 1e-6)) <= 1e-2 * alg + 2e-6, r
-        assert abs(bus - alg * factor[r["op"]]) <= 1e-4 * alg + 2e-6, r
-    assert r["root"] == ("0" if r["op"] == "broadcast" else "-1"), r
+        check(t > 0)
+        check(abs(alg - int(r["size_bytes"]) / 1e9 / (t * 1e-6)) <= 1e-2 * alg + 2e-6, r)
+        check(abs(bus - alg * factor[r["op"]]) <= 1e-4 * alg + 2e-6, r)
+    check(r["root"] == ("0" if r["op"] == "broadcast" else "-1"), r)
 j = json.load(open(sys.argv[2]))
-assert j["nranks"] == 2 and j["total_wrong"] == 0 and len(j["tables"]) == 16, (j["nranks"], len(j["tables"]))
+check(j["nranks"] == 2 and j["total_wrong"] == 0 and len(j["tables"]) == 16, (j["nranks"], len(j["tables"])))
 PY
 
 # 2. The broken reduction must show up in #wrong (and fail the run).
@@ -50,10 +52,12 @@ fi
 grep -q 'wrong elements in the results' "$T/broken.txt" || { cat "$T/broken.txt"; fail "no #wrong error"; }
 python3 - "$T/broken.csv" <<'PY' || fail "broken reduction: #wrong not > 0 in every row"
 import csv, sys
+sys.path.insert(0, "tests/lib")
+from checks import check
 rows = list(csv.DictReader(open(sys.argv[1])))
-assert len(rows) == 16, len(rows)  # 2 ops x 2 dtypes x 4 sizes
+check(len(rows) == 16, len(rows))  # 2 ops x 2 dtypes x 4 sizes
 for r in rows:
-    assert int(r["oop_wrong"]) > 0 and int(r["ip_wrong"]) > 0, r
+    check(int(r["oop_wrong"]) > 0 and int(r["ip_wrong"]) > 0, r)
 PY
 
 # 3. Bad flags: one-line errors.
@@ -74,10 +78,12 @@ done
   > "$T/sweep.txt" 2>&1 || { cat "$T/sweep.txt"; fail "comm-sweep"; }
 python3 - "$T/sweep.csv" <<'PY' || fail "comm-sweep CSV"
 import csv, sys
+sys.path.insert(0, "tests/lib")
+from checks import check
 rows = list(csv.DictReader(open(sys.argv[1])))
-assert {r["nranks"] for r in rows} == {"1", "2"}, rows
-assert {r["op"] for r in rows} == {"all_reduce", "reduce_scatter", "all_gather", "broadcast"}
-assert all(r["oop_wrong"] == "0" and r["ip_wrong"] == "0" for r in rows)
+check({r["nranks"] for r in rows} == {"1", "2"}, rows)
+check({r["op"] for r in rows} == {"all_reduce", "reduce_scatter", "all_gather", "broadcast"})
+check(all(r["oop_wrong"] == "0" and r["ip_wrong"] == "0" for r in rows))
 PY
 if [ "$PLOTS" != none ]; then
   for op in all_reduce reduce_scatter all_gather broadcast; do

@@ -38,16 +38,18 @@ wait_for() {  # what command...: polls until the command succeeds (at most 240 s
 check_hang() {  # name rank cause-substring expected-stage-of-every-rank
   "$PY" - "$T/$1/incidents.jsonl" "$2" "$3" "$4" << 'PYEOF' || { cat "$T/$1.log"; fail "$1: wrong hang incident"; }
 import json, sys
+sys.path.insert(0, "tests/lib")
+from checks import check  # not assert: python3 -O drops those
 path, rank, cause, stage = sys.argv[1:]
 hangs = [j for j in map(json.loads, open(path)) if j["kind"] == "hang"]
-assert len(hangs) == 1, f"{len(hangs)} hang incidents"
+check(len(hangs) == 1, f"{len(hangs)} hang incidents")
 h = hangs[0]
 print("incident:", json.dumps(h))
-assert h["rank"] == (None if rank == "null" else int(rank)), f"rank {h['rank']}, expected {rank}"
-assert cause in h["cause"], f"cause {h['cause']!r} lacks {cause!r}"
-assert [r["rank"] for r in h["ranks"]] == [0, 1], "not every rank listed"
+check(h["rank"] == (None if rank == "null" else int(rank)), f"rank {h['rank']}, expected {rank}")
+check(cause in h["cause"], f"cause {h['cause']!r} lacks {cause!r}")
+check([r["rank"] for r in h["ranks"]] == [0, 1], "not every rank listed")
 for r in h["ranks"]:
-    assert r["stage"] == stage or (stage == "any" and r["stage"]), f"rank {r['rank']} stage {r['stage']}"
+    check(r["stage"] == stage or (stage == "any" and r["stage"]), f"rank {r['rank']} stage {r['stage']}")
 PYEOF
 }
 launch() {  # name launch-flags... -- train-flags...: a supervised run that must finish
