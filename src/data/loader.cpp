@@ -48,10 +48,36 @@ TokenStream::TokenStream(std::string name, const std::vector<std::string>& shard
   }
 }
 
+TokenStream TokenStream::megatron(std::string name, const std::string& prefix, uint32_t vocab_limit,
+                                  bool check_tokens) {
+  ZAYA_CHECK(vocab_limit > 0, "data source \"", name, "\": the Megatron dataset ", prefix,
+             " records no vocabulary, so the loader needs the model's vocab_size to check its tokens");
+  TokenStream s;
+  s.name_ = std::move(name);
+  s.megatron_ = std::make_unique<MegatronDataset>(prefix);
+  if (check_tokens) s.megatron_->check_tokens(vocab_limit);
+  s.total_ = s.megatron_->tokens();
+  s.vocab_ = vocab_limit;
+  return s;
+}
+
+std::string TokenStream::first_path() const {
+  if (megatron_) return megatron_->idx_path();
+  return shards_.empty() ? std::string() : shards_.front().path();
+}
+
+TokenStream open_token_stream(const DataSource& source, std::string name, uint32_t vocab_limit, bool check_tokens) {
+  ZAYA_CHECK(source.megatron.empty() || source.shards.empty(), "data source \"", name,
+             "\": give shards or a Megatron dataset, not both");
+  if (!source.megatron.empty()) return TokenStream::megatron(std::move(name), source.megatron, vocab_limit, check_tokens);
+  return TokenStream(std::move(name), source.shards, check_tokens);
+}
+
 void TokenStream::read(uint64_t pos, uint64_t n, int32_t* out) const {
   ZAYA_CHECK(pos <= total_ && n <= total_ - pos, "data source \"", name_, "\": read of ", n, " tokens at ", pos,
              " passes its end (", total_, " tokens)");
   if (n == 0) return;
+  if (megatron_) return megatron_->read(pos, n, out, vocab_);
   size_t k = size_t(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
   while (n > 0) {
     auto toks = shards_[k].tokens();
@@ -87,17 +113,22 @@ uint64_t derive_key(uint64_t seed, std::string_view what, uint64_t a, uint64_t b
 
 }  // namespace
 
-DataLoader::DataLoader(std::vector<DataSource> sources, uint64_t seed, bool check_tokens) : seed_(seed) {
+DataLoader::DataLoader(std::vector<DataSource> sources, uint64_t seed, bool check_tokens, uint32_t vocab_limit)
+    : seed_(seed) {
   ZAYA_CHECK(!sources.empty(), "data loader: no data sources");
   for (size_t i = 0; i < sources.size(); ++i) {
     std::string name = sources[i].name.empty() ? cat("source", i) : sources[i].name;
-    streams_.emplace_back(name, sources[i].shards, check_tokens);
+    streams_.push_back(open_token_stream(sources[i], name, vocab_limit, check_tokens));
     const TokenStream& s = streams_.back();
-    if (vocab_ == 0) vocab_ = s.vocab_size();
-    ZAYA_CHECK(s.vocab_size() == vocab_, s.shards().front().path(), ": vocab size ", s.vocab_size(),
-               " differs from the first data source's ", vocab_);
+    // Shards carry their vocabulary and must agree; a Megatron source is held to vocab_limit.
+    if (!s.megatron_dataset()) {
+      if (vocab_ == 0) vocab_ = s.vocab_size();
+      ZAYA_CHECK(s.vocab_size() == vocab_, s.first_path(), ": vocab size ", s.vocab_size(),
+                 " differs from the first data source's ", vocab_);
+    }
     ZAYA_CHECK(s.size() > 1, "data source \"", name, "\": only ", s.size(), " tokens");
   }
+  if (vocab_ == 0) vocab_ = vocab_limit;  // Megatron sources only
   cursors_.resize(streams_.size());
   mix_key_ = Philox(seed_, hash_name("zaya.loader.mix")).key;
 }

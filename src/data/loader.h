@@ -1,6 +1,10 @@
 // The training data loader: mixes several token sources with per-phase weights and packs
 // sequences of T+1 tokens (inputs t[0..T-1], targets t[1..T]).
 //
+// Sources. A source is either zaya token shards (data/shard.h) or a Megatron-LM indexed
+// dataset (data/megatron.h), memory-mapped where it lies; either one is read as one token
+// stream, and everything below works the same over both.
+//
 // Sampling. Every sample has a GLOBAL index g = 0, 1, 2, ... For each g the loader draws the
 // source from the mixing stream (one uniform per sample, Philox keyed by the seed), then
 // takes that source's next window. A source is the concatenation of its shards; an epoch of
@@ -23,11 +27,13 @@
 // was laid out for another T starts a new epoch at its next draw.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "data/megatron.h"
 #include "data/shard.h"
 
 namespace zaya {
@@ -35,22 +41,34 @@ namespace zaya {
 struct DataSource {
   std::string name;                 // for messages and state; "source<i>" when empty
   std::vector<std::string> shards;  // token shard files, concatenated in this order
+  std::string megatron;             // or: a Megatron dataset PREFIX (PREFIX.bin + PREFIX.idx)
 };
 
-// A source's shards read as one token stream. All shards must share one vocab size.
+// A source's shards, or its Megatron dataset, read as one token stream. All shards must
+// share one vocab size. A Megatron index records no vocabulary: its stream takes the
+// vocab_limit it is opened with (the model's vocab_size) as its vocab size, and every read
+// checks its tokens against it.
 class TokenStream {
  public:
   TokenStream(std::string name, const std::vector<std::string>& shard_paths, bool check_tokens = false);
+  // check_tokens: scan every token against vocab_limit on open (reads check them anyway).
+  static TokenStream megatron(std::string name, const std::string& prefix, uint32_t vocab_limit,
+                              bool check_tokens = false);
   const std::string& name() const { return name_; }
   uint64_t size() const { return total_; }
   uint32_t vocab_size() const { return vocab_; }
   const std::vector<ShardReader>& shards() const { return shards_; }
+  const MegatronDataset* megatron_dataset() const { return megatron_.get(); }
+  // The file to name in messages: the first shard, or the Megatron .idx.
+  std::string first_path() const;
   // Copies tokens [pos, pos + n) into out; error when the range passes the end.
   void read(uint64_t pos, uint64_t n, int32_t* out) const;
 
  private:
+  TokenStream() = default;
   std::string name_;
   std::vector<ShardReader> shards_;
+  std::unique_ptr<MegatronDataset> megatron_;
   std::vector<uint64_t> starts_;  // first global position of each shard
   uint64_t total_ = 0;
   uint32_t vocab_ = 0;
@@ -58,8 +76,10 @@ class TokenStream {
 
 class DataLoader {
  public:
-  // check_tokens: scan every token of every shard against the vocab size on open.
-  DataLoader(std::vector<DataSource> sources, uint64_t seed, bool check_tokens = false);
+  // check_tokens: scan every token of every source against the vocab size on open.
+  // vocab_limit: the vocabulary Megatron sources are checked against (the model's
+  // vocab_size); required when a source is one.
+  DataLoader(std::vector<DataSource> sources, uint64_t seed, bool check_tokens = false, uint32_t vocab_limit = 0);
 
   // weights: one per source, >= 0, not all zero (normalised here); seq_len: T >= 1.
   void set_phase(std::vector<double> weights, int seq_len);
@@ -95,6 +115,10 @@ class DataLoader {
   uint64_t global_sample_ = 0;
   uint64_t mix_key_ = 0, mix_counter_ = 0;
 };
+
+// Opens a source's stream (shards or Megatron dataset) under `name`.
+TokenStream open_token_stream(const DataSource& source, std::string name, uint32_t vocab_limit = 0,
+                              bool check_tokens = false);
 
 // Validation windows: non-overlapping windows of T+1 tokens at stride T from the start of
 // the stream, in order (the same ones for every run and every DP degree).

@@ -142,11 +142,23 @@ RunSource read_source(const toml::table* t, const std::string& file, size_t i) {
   Fields f(t, file, cat("data.sources[", i, "]"));
   RunSource s;
   f.str("name", s.name);
+  f.choice("format", s.megatron, {{"zaya", false}, {"megatron", true}});
   f.str("dir", s.dir);
   f.strings("train", s.train);
   f.strings("val", s.val);
+  f.str("prefix", s.prefix);
+  f.str("val_prefix", s.val_prefix);
   f.finish();
   if (s.name.empty()) f.bad("name", "must be given (a non-empty string)");
+  if (s.megatron) {
+    for (const char* k : {"dir", "train", "val"})
+      if (f.has(k)) f.bad(k, "does not go with format = \"megatron\" (give prefix and val_prefix)");
+    if (s.prefix.empty()) f.bad("prefix", "must be given with format = \"megatron\" (the dataset's PREFIX of PREFIX.bin / PREFIX.idx)");
+    if (f.has("val_prefix") && s.val_prefix.empty()) f.bad("val_prefix", "must be a non-empty PREFIX");
+    return s;
+  }
+  for (const char* k : {"prefix", "val_prefix"})
+    if (f.has(k)) f.bad(k, "needs format = \"megatron\"");
   if (!s.dir.empty() && (!s.train.empty() || !s.val.empty())) f.bad("dir", "excludes train/val lists");
   if (s.dir.empty() && s.train.empty()) f.bad("train", "must list at least one shard (or give dir)");
   return s;
@@ -323,7 +335,9 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   if (c.tokenizer.empty()) {
     // Default: the tokenizer `zaya prepare` wrote next to the first source's shards.
     const RunSource& s0 = c.sources[0];
-    const fs::path dir = s0.dir.empty() ? fs::path(s0.train[0]).parent_path() : fs::path(s0.dir);
+    const fs::path dir = s0.megatron        ? fs::path(s0.prefix).parent_path()
+                         : s0.dir.empty() ? fs::path(s0.train[0]).parent_path()
+                                          : fs::path(s0.dir);
     c.tokenizer = find_model_tokenizer(dir.string());  // tokenizer.json, else tokenizer.model
     if (c.tokenizer.empty()) c.tokenizer = (dir / "tokenizer.model").string();
   }
@@ -332,7 +346,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
 
 void RunConfig::resolve_data() {
   for (RunSource& s : sources) {
-    if (s.dir.empty() || !s.train.empty()) continue;
+    if (s.megatron || s.dir.empty() || !s.train.empty()) continue;
     const fs::path meta = fs::path(s.dir) / "meta.json";
     std::error_code ec;
     if (!fs::is_regular_file(meta, ec))
@@ -368,7 +382,16 @@ RunConfig load_run_config(const std::string& path) {
 
 std::vector<DataSource> RunConfig::train_sources() const {
   std::vector<DataSource> out;
-  for (const RunSource& s : sources) out.push_back({s.name, s.train});
+  for (const RunSource& s : sources) out.push_back({s.name, s.megatron ? std::vector<std::string>{} : s.train, s.prefix});
+  return out;
+}
+
+std::vector<DataSource> RunConfig::val_sources() const {
+  std::vector<DataSource> out;
+  for (const RunSource& s : sources) {
+    if (s.megatron && !s.val_prefix.empty()) out.push_back({s.name, {}, s.val_prefix});
+    if (!s.megatron && !s.val.empty()) out.push_back({s.name, s.val, {}});
+  }
   return out;
 }
 

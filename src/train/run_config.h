@@ -7,8 +7,9 @@
 //                a model-config field overriding the file's (TOML only), e.g. vocab_size;
 //                without `config` the table itself is the whole model config
 //   [data]       tokenizer (default: <first source dir>/tokenizer.model);
-//                [[data.sources]] name, and dir (a `zaya prepare` output) or train = [...],
-//                val = [...] shard lists
+//                [[data.sources]] name, format ("zaya" | "megatron", default "zaya"); zaya:
+//                dir (a `zaya prepare` output) or train = [...], val = [...] shard lists;
+//                megatron: prefix (PREFIX.bin + PREFIX.idx), val_prefix (optional)
 //   [[phases]]   name, tokens, seq_len, rope_theta, mixture = {source = weight, ...},
 //                global_batch (default batch.global_batch)
 //   [batch]      global_batch, micro_batch, accumulation (optional check),
@@ -47,6 +48,8 @@ struct RunSource {
   std::string name;
   std::string dir;                      // a `zaya prepare` output (read by resolve_data())
   std::vector<std::string> train, val;  // shard paths
+  bool megatron = false;                // format = "megatron": a Megatron-LM indexed dataset
+  std::string prefix, val_prefix;       // its train and validation PREFIX (.bin + .idx)
 };
 
 struct RunPhase {
@@ -107,6 +110,8 @@ struct RunConfig {
   // Trainer calls it; parsing alone never touches the data, so recipes parse anywhere).
   void resolve_data();
   std::vector<DataSource> train_sources() const;
+  // The validation data of each source that has some, named as the source.
+  std::vector<DataSource> val_sources() const;
   TrainPlan plan(int dp_world = 1) const;  // batch multiple = micro_batch * dp_world
 };
 

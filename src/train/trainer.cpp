@@ -50,13 +50,14 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
     parallel::check_batch_split(p.global_batch, L, cat(phase, " global_batch ", p.global_batch));
   }
 
-  loader_ = std::make_unique<DataLoader>(cfg_.train_sources(), cfg_.seed);
+  // Megatron sources record no vocabulary: their tokens are checked against the model's as read.
+  const uint32_t model_vocab = uint32_t(cfg_.model.vocab_size);
+  loader_ = std::make_unique<DataLoader>(cfg_.train_sources(), cfg_.seed, false, model_vocab);
   ZAYA_CHECK(int(loader_->vocab_size()) <= cfg_.model.vocab_size, "run config ", cfg_.path, ": the data's vocabulary (",
              loader_->vocab_size(), ") exceeds the model's vocab_size (", cfg_.model.vocab_size, ")");
-  for (const RunSource& s : cfg_.sources) {
-    if (s.val.empty()) continue;
-    val_.emplace_back(s.name + "/val", s.val);
-    val_names_.push_back(s.name);
+  for (const DataSource& v : cfg_.val_sources()) {
+    val_.push_back(open_token_stream(v, v.name + "/val", model_vocab));
+    val_names_.push_back(v.name);
   }
 
   model_ = std::make_unique<Model<float>>(cfg_.model, parallel::local_experts(cfg_.model, L));
