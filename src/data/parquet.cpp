@@ -85,7 +85,6 @@ void ParquetStringColumn::open_footer() {
   const uint64_t footer_start = file_size_ - 8 - footer_len;
   std::vector<uint8_t> footer(footer_len);
   pread_exact(footer.data(), footer.size(), footer_start, "the footer");
-  bytes_read_ = footer_len + 12;
   ParquetFileMeta m;
   try {
     m = parse_parquet_footer(footer.data(), footer.size());
@@ -261,7 +260,7 @@ bool ParquetStringColumn::load_page() {
     if (uint64_t(h.compressed_size) > chunk_end_ - body_at)
       fail_page(cat("page of ", h.compressed_size, " bytes runs past its column chunk's end (corrupt or cut short)"));
     pos_ = body_at + uint64_t(h.compressed_size);
-    bytes_read_ = std::max(bytes_read_, pos_);
+    bytes_read_ = pos_;
     switch (ParquetPageType(h.type)) {
       case ParquetPageType::Dictionary: {
         if (has_dict_ || data_seen_) fail_page("a dictionary page after the chunk's first page");

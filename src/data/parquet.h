@@ -68,8 +68,8 @@ class ParquetStringColumn {
   // (value cleared); false at the end.
   bool next(std::string& value, bool& is_null);
   uint64_t row() const { return rows_ ? rows_ - 1 : 0; }  // 0-based index of the row next() returned last
-  // The file offset read up to so far (the footer first, then the end of the last page read;
-  // the file's size at the end), for progress against the file's size.
+  // How far into the file the reader is, for progress against the file's size: the end of
+  // the last page read (0 before the first), the file's size once next() returned false.
   uint64_t bytes_read() const { return bytes_read_; }
   const std::string& path() const { return path_; }
   const std::string& column() const { return column_; }
