@@ -77,10 +77,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
 
 namespace {
 
-// Feeds SentencePiece the non-blank lines of the input files, up to a byte budget.
+// Feeds SentencePiece the non-blank lines a callback yields, up to a byte budget.
 class LineIterator final : public sentencepiece::SentenceIterator {
  public:
-  LineIterator(const std::vector<std::string>& files, uint64_t max_bytes) : files_(files), max_bytes_(max_bytes) {
+  LineIterator(const std::function<bool(std::string&)>& next, uint64_t max_bytes) : next_(next), max_bytes_(max_bytes) {
     Next();
   }
   bool done() const override { return done_; }
@@ -88,32 +88,20 @@ class LineIterator final : public sentencepiece::SentenceIterator {
   sentencepiece::util::Status status() const override { return {}; }
   void Next() override {
     while (!done_) {
-      if (!in_.is_open()) {
-        if (file_ >= files_.size() || bytes_ >= max_bytes_) {
-          done_ = true;
-          return;
-        }
-        in_.open(files_[file_]);
-        ZAYA_CHECK(in_.is_open(), files_[file_], ": cannot open tokenizer training input");
+      if (bytes_ >= max_bytes_ || !next_(line_)) {
+        done_ = true;
+        return;
       }
-      if (bytes_ < max_bytes_ && std::getline(in_, line_)) {
-        bytes_ += line_.size() + 1;
-        if (!line_.empty() && line_.back() == '\r') line_.pop_back();
-        if (line_.find_first_not_of(" \t") != std::string::npos) return;
-        continue;
-      }
-      in_.close();
-      in_.clear();
-      ++file_;
+      bytes_ += line_.size() + 1;
+      if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+      if (line_.find_first_not_of(" \t") != std::string::npos) return;
     }
   }
   uint64_t bytes() const { return bytes_; }
 
  private:
-  const std::vector<std::string>& files_;
+  const std::function<bool(std::string&)>& next_;
   uint64_t max_bytes_, bytes_ = 0;
-  size_t file_ = 0;
-  std::ifstream in_;
   std::string line_;
   bool done_ = false;
 };
@@ -125,6 +113,26 @@ uint64_t train_sentencepiece(const std::vector<std::string>& input_files, const 
   ZAYA_CHECK(!input_files.empty(), "tokenizer training: no input files");
   for (const auto& f : input_files)
     ZAYA_CHECK(std::filesystem::is_regular_file(f), f, ": tokenizer training input not found");
+  size_t file = 0;
+  std::ifstream in;
+  std::function<bool(std::string&)> next = [&](std::string& line) {
+    while (file < input_files.size()) {
+      if (!in.is_open()) {
+        in.open(input_files[file]);
+        ZAYA_CHECK(in.is_open(), input_files[file], ": cannot open tokenizer training input");
+      }
+      if (std::getline(in, line)) return true;
+      in.close();
+      in.clear();
+      ++file;
+    }
+    return false;
+  };
+  return train_sentencepiece(next, model_path, opt);
+}
+
+uint64_t train_sentencepiece(const std::function<bool(std::string& line)>& next, const std::string& model_path,
+                             const SentencePieceTrainOptions& opt) {
   ZAYA_CHECK(opt.model_type == "bpe" || opt.model_type == "unigram", "tokenizer model_type \"", opt.model_type,
              "\": must be bpe or unigram");
   ZAYA_CHECK(opt.vocab_size >= 16, "tokenizer vocab_size ", opt.vocab_size, ": too small");
@@ -162,7 +170,7 @@ uint64_t train_sentencepiece(const std::vector<std::string>& input_files, const 
       {"minloglevel", log_level() >= LogLevel::Debug ? "0" : "1"},
   };
   sentencepiece::SetRandomGeneratorSeed(opt.seed);
-  LineIterator it(input_files, opt.max_input_bytes);
+  LineIterator it(next, opt.max_input_bytes);
   std::string model;
   auto st = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
   ZAYA_CHECK(st.ok(), model_path, ": SentencePiece training failed: ", st.ToString());

@@ -7,6 +7,7 @@
 // byte fallback is on, so decode(encode(text)) == text for any UTF-8 text.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,6 +82,11 @@ class SentencePieceTokenizer final : public Tokenizer {
 // and writes it to model_path (atomically). Errors name the input file or the option.
 // Returns the bytes of text it trained on.
 uint64_t train_sentencepiece(const std::vector<std::string>& input_files, const std::string& model_path,
+                             const SentencePieceTrainOptions& opt);
+// The same on lines from a callback (`zaya prepare` feeds its documents' lines: JSON lines and
+// compressed corpora): next(line) fills the next line and returns false at the end. Blank
+// lines are skipped here too, and reading stops at opt.max_input_bytes.
+uint64_t train_sentencepiece(const std::function<bool(std::string& line)>& next, const std::string& model_path,
                              const SentencePieceTrainOptions& opt);
 
 // Opens a tokenizer by file: a Hugging Face tokenizer.json (recognised by its content, a
