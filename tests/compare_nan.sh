@@ -4,7 +4,9 @@
 # lets NaN through (`NaN > tol` is false, max(x, NaN) keeps x, awk reads "nan" as 0) fails
 # this test:
 #   compare_losses / same_losses (tests/lib/compare.sh: dist_check.sh, dist_train.sh,
-#   ckpt_reshape.sh), tools/ckpt_compare.py, and `zaya dist-check --compare`.
+#   ckpt_reshape.sh), tools/ckpt_compare.py, `zaya dist-check --compare`, the Python helpers of
+#   the script tests (tests/lib/checks.py, with and without -O), and tests/ft/lib.sh's
+#   ft_same_weights (two runs holding the same NaN weights have equal checksums).
 # Also: ckpt_compare.py takes a `latest` pointer file. No MPI; a few seconds.
 #   bash tests/compare_nan.sh <zaya-binary> <build-dir>
 set -euo pipefail
@@ -97,4 +99,37 @@ w.tofile(sys.argv[2])" "$T/w.bin" "$T/w_$v.bin"
   fails "$ZAYA" dist-check --steps 1 --batch 2 --seq 8 --compare "$T/w_$v.bin" --tol 1e9
   grep -q "1 weights are NaN or infinite" "$T/out.txt" || { cat "$T/out.txt"; fail "dist-check: no NaN message"; }
 done
+# --- tests/lib/checks.py: its own negative controls (NaN, +inf, -inf, None on either side),
+# also under -O, where an assert would vanish.
+passes "$PY" tests/lib/checks.py
+passes "$PY" -O tests/lib/checks.py
+
+# --- ft_same_weights: a 4-step run against itself passes; two checkpoints holding the same
+# NaN (imported from one HF export with one weight set to NaN: equal checksums) fail.
+source tests/ft/lib.sh
+ft_setup "$ZAYA" "$T/ft" 4 2
+"$ZAYA" train --config "$T/ft/run-sync.toml" --out "$T/ft/ref" --quiet > "$T/ft/train.log" 2>&1 ||
+  { cat "$T/ft/train.log"; fail "ft: training the reference run"; }
+fsw() { (ft_same_weights "$@"); }
+passes fsw "$T/ft/ref" "$T/ft/ref" self
+"$ZAYA" ckpt export-hf "$T/ft/ref" "$T/ft/hf" --dtype fp32 --no-hf-check > /dev/null
+import_run() {  # run-name: the HF export as RUN/ckpt/step_00000000, named by RUN/ckpt/latest
+  "$ZAYA" ckpt import-hf "$T/ft/hf" "$T/ft/$1/ckpt/step_00000000" > /dev/null 2>&1
+  echo step_00000000 > "$T/ft/$1/ckpt/latest"
+}
+for r in clean1 clean2; do import_run $r; done
+passes fsw "$T/ft/clean1" "$T/ft/clean2" imported  # the same import twice: equal and finite
+"$PY" - "$T/ft/hf/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+b = bytearray(open(path, "rb").read())
+n = struct.unpack_from("<Q", b, 0)[0]
+h = json.loads(b[8:8 + n])
+name = sorted(k for k in h if k != "__metadata__" and h[k]["dtype"] == "F32")[0]
+struct.pack_into("<f", b, 8 + n + h[name]["data_offsets"][0], float("nan"))
+open(path, "wb").write(bytes(b))
+PY
+for r in nan1 nan2; do import_run $r; done
+fails fsw "$T/ft/nan1" "$T/ft/nan2" nan
+grep -q "final weights are not finite" "$T/out.txt" || { cat "$T/out.txt"; fail "ft_same_weights: no NaN message"; }
 echo "compare_nan: every comparator fails on NaN and passes on agreement"

@@ -324,7 +324,7 @@ struct WeightSet {
 
 }  // namespace
 
-DiffResult diff_weights(const std::string& a_path, const std::string& b_path) {
+DiffResult diff_weights(const std::string& a_path, const std::string& b_path, bool nan_equal) {
   const WeightSet a(a_path), b(b_path);
   const bool both_ck = a.ck && b.ck;
   DiffResult r;
@@ -356,8 +356,10 @@ DiffResult diff_weights(const std::string& a_path, const std::string& b_path) {
     b.read(n, vb.data());
     for (size_t i = 0; i < cnt; ++i) {
       const double x = va[i], y = vb[i], ad = std::fabs(x - y);
-      if (std::isnan(ad)) {
-        if (std::isnan(x) != std::isnan(y)) d.max_abs = d.max_rel = INFINITY;
+      if (!std::isfinite(x) || !std::isfinite(y)) {  // std::max(m, NaN) keeps m: decided here
+        d.nonfinite_a += !std::isfinite(x), d.nonfinite_b += !std::isfinite(y);
+        const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+        if (!(nan_equal && same)) d.max_abs = d.max_rel = INFINITY;
         continue;
       }
       d.max_abs = std::max(d.max_abs, ad);

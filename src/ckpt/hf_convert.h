@@ -75,19 +75,23 @@ ConvertSummary import_hf(const std::string& hfdir, const std::string& out, bool 
 size_t verify_hf_dir(const std::string& hfdir);
 
 // Per-tensor comparison of two weight sets, each a zaya checkpoint or an HF directory,
-// matched by HF name (a checkpoint's param/ and buffer/ prefixes are dropped).
+// matched by HF name (a checkpoint's param/ and buffer/ prefixes are dropped). An element
+// that is NaN or infinite on either side is a difference (max_abs = max_rel = inf), even when
+// both sides hold the same NaN: two runs that diverged alike are not equal. With nan_equal,
+// NaN against NaN and an infinity against the same infinity count as equal.
 struct TensorDiff {
   std::string name;
   std::string status;  // "" when compared, else "only in A", "only in B", "shape differs"
   std::vector<int64_t> shape_a, shape_b;
   std::string dtype_a, dtype_b;
   double max_abs = 0, max_rel = 0;  // rel: max over elements of |a-b| / max(|a|, |b|)
+  size_t nonfinite_a = 0, nonfinite_b = 0;  // NaN or infinite elements on each side
 };
 struct DiffResult {
   std::vector<TensorDiff> tensors;
   // Non-weight checkpoint tensors (optimizer moments, ...) the other side lacks: not compared.
   size_t skipped_a = 0, skipped_b = 0;
 };
-DiffResult diff_weights(const std::string& a, const std::string& b);
+DiffResult diff_weights(const std::string& a, const std::string& b, bool nan_equal = false);
 
 }  // namespace zaya

@@ -2,7 +2,8 @@
 // zaya ckpt verify DIR: every slice's checksum; names the file and tensor at fault (HF dir: tensors and shapes).
 // zaya ckpt export-hf CKPT OUT [--dtype bf16|fp32] [--max-shard-size 5GB] [--force]: an HF directory.
 // zaya ckpt import-hf HFDIR OUT [--force]: a weights-only zaya checkpoint (train with --init-from).
-// zaya ckpt diff A B [--tol X] [--rtol X]: per-tensor max abs / rel difference (checkpoints or HF dirs).
+// zaya ckpt diff A B [--tol X] [--rtol X] [--nan-equal]: per-tensor max abs / rel difference (checkpoints or
+// HF dirs); a NaN or infinity on either side is a difference (inf) unless --nan-equal.
 // DIR, CKPT, A, B: a step directory (or its manifest.json), a checkpoint root or its `latest`
 // pointer file (followed), or a run directory (RUN/ckpt/latest).
 // Other files add subcommands through cli/ckpt_subcommands.h.
@@ -144,9 +145,9 @@ void import_hf(const std::string& hf, const std::string& out, bool force) {
                  "zaya train --init-from ", s.out);
 }
 
-void diff(const std::string& a, const std::string& b, double tol, double rtol) {
-  const zaya::DiffResult r = zaya::diff_weights(a, b);
-  size_t compared = 0, differ = 0, missing = 0, over = 0;
+void diff(const std::string& a, const std::string& b, double tol, double rtol, bool nan_equal) {
+  const zaya::DiffResult r = zaya::diff_weights(a, b, nan_equal);
+  size_t compared = 0, differ = 0, missing = 0, over = 0, nonfinite = 0;
   double max_abs = 0, max_rel = 0;
   std::string worst;
   std::printf("%-72s %-12s %-10s %12s %12s\n", "tensor", "shape", "dtypes", "max_abs", "max_rel");
@@ -163,19 +164,25 @@ void diff(const std::string& a, const std::string& b, double tol, double rtol) {
     if (t.max_abs > 0 || t.max_rel > 0) ++differ;
     if ((tol >= 0 && t.max_abs > tol) || (rtol >= 0 && t.max_rel > rtol)) ++over;
     if (t.max_abs >= max_abs) max_abs = t.max_abs, worst = t.name;
-    max_rel = std::max(max_rel, t.max_rel);
-    std::printf("%-72s %-12s %-10s %12.4g %12.4g\n", t.name.c_str(), shape_str(t.shape_a).c_str(), dt.c_str(), t.max_abs,
+    max_rel = std::max(max_rel, t.max_rel);  // diff_weights made a NaN element inf
+    std::printf("%-72s %-12s %-10s %12.4g %12.4g", t.name.c_str(), shape_str(t.shape_a).c_str(), dt.c_str(), t.max_abs,
                 t.max_rel);
+    if (t.nonfinite_a || t.nonfinite_b) {
+      ++nonfinite;
+      std::printf("  NaN/inf: %zu in A, %zu in B", t.nonfinite_a, t.nonfinite_b);
+    }
+    std::printf("\n");
   }
   std::printf("%zu tensors compared, %zu differ, %zu unmatched (only in one or shape differs)", compared, differ, missing);
   if (r.skipped_a || r.skipped_b)
     std::printf(", %zu non-weight tensors of the checkpoint skipped", r.skipped_a + r.skipped_b);
+  if (nonfinite) std::printf(", %zu hold NaN or infinite values", nonfinite);
   std::printf("; max abs %.4g%s%s, max rel %.4g\n", max_abs, worst.empty() ? "" : " in ", worst.c_str(), max_rel);
   const bool checking = tol >= 0 || rtol >= 0;
   if (checking && (over || missing))
     zaya::fail("diff: ", over, " tensors exceed ", tol >= 0 ? zaya::cat("--tol ", tol) : "",
                tol >= 0 && rtol >= 0 ? " / " : "", rtol >= 0 ? zaya::cat("--rtol ", rtol) : "", ", ", missing,
-               " unmatched");
+               " unmatched", nonfinite ? zaya::cat(", ", nonfinite, " hold NaN or infinite values") : "");
 }
 
 }  // namespace
@@ -220,12 +227,16 @@ void setup_ckpt(CLI::App& app) {
   imp->callback([=] { import_hf(*src, *out, *force); });
   auto b = std::make_shared<std::string>();
   auto tol = std::make_shared<double>(-1), rtol = std::make_shared<double>(-1);
+  auto nan_equal = std::make_shared<bool>(false);
   auto* dif = app.add_subcommand("diff", "per-tensor max abs / rel difference of two checkpoints or HF dirs");
   dif->add_option("a", *src, "checkpoint (step dir, root, `latest` file or run dir) or HF directory")->required();
   dif->add_option("b", *b, "checkpoint (step dir, root, `latest` file or run dir) or HF directory")->required();
   dif->add_option("--tol", *tol, "exit non-zero when a tensor's max abs difference exceeds this (or one is unmatched)");
   dif->add_option("--rtol", *rtol, "exit non-zero when a tensor's max rel difference exceeds this (or one is unmatched)");
-  dif->callback([=] { diff(*src, *b, *tol, *rtol); });
+  dif->add_flag("--nan-equal", *nan_equal,
+                "count NaN against NaN (and an infinity against the same one) as equal; by default any NaN or "
+                "infinity is a difference");
+  dif->callback([=] { diff(*src, *b, *tol, *rtol, *nan_equal); });
   // Subcommands other files register (ckpt_subcommands.h), in name order.
   auto& extra = zaya::cli::ckpt_subcommands();
   std::sort(extra.begin(), extra.end(), [](auto& a, auto& b) { return a.name < b.name; });

@@ -2,7 +2,9 @@
 # the KJV sample, 4 x 32 tokens per step, a checkpoint every 5 steps.
 #   ft_setup <zaya> <dir> [steps] [interval]   prepares data, writes <dir>/run.toml (async
 #                                   checkpoints) and <dir>/run-sync.toml (synchronous ones)
-#   ft_same_weights A B             every tensor slice checksum of the two final checkpoints equal
+#   ft_same_weights A B             every tensor slice checksum of the two final checkpoints equal,
+#                                   and every value finite (two runs that blew up to the same NaNs
+#                                   have equal checksums: `zaya ckpt diff --tol 0` fails on any NaN)
 set -euo pipefail
 # One thread per process whatever the caller set (FT_OMP_NUM_THREADS overrides): on a loaded
 # 2-core machine an oversubscribed OpenMP team turns a 3 ms step into seconds now and then,
@@ -14,6 +16,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 ft_setup() {
   local zaya=$1 dir=$2 steps=${3:-30} interval=${4:-5}
+  FT_ZAYA=$zaya  # ft_same_weights' finiteness check runs it
   mkdir -p "$dir"
   [ -f "$dir/data/meta.json" ] ||
     "$zaya" prepare --input tests/data/kjv_sample.txt --out "$dir/data" --vocab-size 320 > "$dir/prepare.log" 2>&1 ||
@@ -107,5 +110,7 @@ ft_same_weights() {  # out_a out_b what
     diff <(echo "$a") <(echo "$b") | head -5 >&2
     fail "$3: final weights differ from the reference run"
   fi
+  "${FT_ZAYA:?ft_setup first}" ckpt diff "$1" "$2" --tol 0 > "$2/ckpt-diff.txt" 2>&1 ||
+    { tail -3 "$2/ckpt-diff.txt" >&2; fail "$3: final weights are not finite (or differ)"; }
   echo "$3: final checkpoint bit-identical to the reference ($(echo "$a" | head -1), $(($(echo "$a" | wc -l) - 1)) slices)"
 }
