@@ -41,7 +41,7 @@ namespace zaya {
 struct DataSource {
   std::string name;                 // for messages and state; "source<i>" when empty
   std::vector<std::string> shards;  // token shard files, concatenated in this order
-  std::string megatron;             // or: a Megatron dataset PREFIX (PREFIX.bin + PREFIX.idx)
+  std::string megatron = {};        // or: a Megatron dataset PREFIX (PREFIX.bin + PREFIX.idx)
 };
 
 // A source's shards, or its Megatron dataset, read as one token stream. All shards must
