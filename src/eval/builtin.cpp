@@ -84,6 +84,7 @@ Task base(const std::string& name, const std::string& dir, OutputType type, cons
 
 Task hellaswag(const std::string& dir) {
   Task t = base("hellaswag", dir, OutputType::MultipleChoice, "validation", "train");
+  t.fewshot_draw_extra = true;  // lm-eval's yaml: test_split null, no fewshot_split
   t.doc_to_text = [](const Doc& d) {
     const std::string ctx = doc_string(d, "ctx_a") + " " + capitalize(doc_string(d, "ctx_b"));
     return hellaswag_preprocess(doc_string(d, "activity_label") + ": " + ctx);
@@ -113,6 +114,7 @@ Task arc(const std::string& name, const std::string& dir) {
 
 Task piqa(const std::string& dir) {
   Task t = base("piqa", dir, OutputType::MultipleChoice, "validation", "train");
+  t.fewshot_draw_extra = true;  // lm-eval's yaml: test_split null, no fewshot_split
   t.doc_to_text = [](const Doc& d) { return "Question: " + doc_string(d, "goal") + "\nAnswer:"; };
   t.doc_to_choice = [](const Doc& d) { return std::vector<std::string>{doc_string(d, "sol1"), doc_string(d, "sol2")}; };
   t.doc_to_gold = [](const Doc& d) { return int_field(d, "label"); };
@@ -128,6 +130,7 @@ size_t blank(const Doc& d) {
 
 Task winogrande(const std::string& dir) {
   Task t = base("winogrande", dir, OutputType::MultipleChoice, "validation", "train");
+  t.fewshot_draw_extra = true;  // lm-eval's yaml: no test_split, no fewshot_split
   t.metrics = {"acc"};
   t.partial = true;
   t.doc_to_text = [](const Doc&) { return std::string(); };  // unused: the options are the contexts
@@ -189,7 +192,7 @@ std::vector<Task> mmlu(const std::string& dir) {
       t.splits["dev"] = read_csv(dev.string(), cols);
       t.fewshot_split = "dev";
     }
-    t.num_fewshot = t.fewshot_split.empty() ? 0 : 5;
+    t.num_fewshot = 0;  // lm-eval's default; the leaderboard's 5-shot is --num-fewshot 5
     t.fewshot_first_n = true;
     std::string subject = s;
     std::replace(subject.begin(), subject.end(), '_', ' ');

@@ -44,17 +44,27 @@ int argmax(const std::vector<double>& x) {
   return best;
 }
 
+size_t count_chars(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+  return n;
+}
+
 ChoiceScores score_choices(const std::vector<double>& ll, const std::vector<std::string>& choices, int gold) {
   ZAYA_CHECK(ll.size() == choices.size() && !ll.empty(), "score_choices: ", ll.size(), " scores for ", choices.size(),
              " choices");
-  std::vector<double> norm(ll.size());
-  for (size_t i = 0; i < ll.size(); ++i)
-    norm[i] = ll[i] / double(std::max<size_t>(choices[i].size(), 1));  // bytes; an empty choice counts 1
+  std::vector<double> norm(ll.size()), per_byte(ll.size());
+  for (size_t i = 0; i < ll.size(); ++i) {  // an empty choice counts 1
+    norm[i] = ll[i] / double(std::max<size_t>(count_chars(choices[i]), 1));
+    per_byte[i] = ll[i] / double(std::max<size_t>(choices[i].size(), 1));
+  }
   ChoiceScores s;
   s.pred = argmax(ll);
   s.pred_norm = argmax(norm);
+  s.pred_bytes = argmax(per_byte);
   s.acc = s.pred == gold ? 1.0 : 0.0;
   s.acc_norm = s.pred_norm == gold ? 1.0 : 0.0;
+  s.acc_bytes = s.pred_bytes == gold ? 1.0 : 0.0;
   return s;
 }
 

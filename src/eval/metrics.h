@@ -18,12 +18,14 @@ double pooled_stderr(const std::vector<double>& stderrs, const std::vector<doubl
 int argmax(const std::vector<double>& x);
 
 // Multiple choice: acc = argmax of the summed log-probs is gold; acc_norm = argmax of the
-// sums divided by each choice's length in bytes (UTF-8; lm-eval divides by len(str), the
-// same for ASCII) is gold.
+// sums divided by each choice's length in characters (Unicode code points of the UTF-8
+// text, lm-eval's len(str)) is gold; acc_bytes the same divided by UTF-8 bytes.
 struct ChoiceScores {
-  double acc = 0, acc_norm = 0;
-  int pred = 0, pred_norm = 0;
+  double acc = 0, acc_norm = 0, acc_bytes = 0;
+  int pred = 0, pred_norm = 0, pred_bytes = 0;
 };
+// Code points of UTF-8 text: every byte that does not continue a sequence (10xxxxxx).
+size_t count_chars(const std::string& s);
 ChoiceScores score_choices(const std::vector<double>& loglik, const std::vector<std::string>& choices, int gold);
 
 // LAMBADA's perplexity: exp(-mean(loglik)). Rolling: weighted perplexity over words or

@@ -76,8 +76,7 @@ json nan_to_na(double v) { return std::isnan(v) ? json("N/A") : json(v); }
 
 TaskResult run_task(const InferModel& m, const Tokenizer& tok, const Task& task_in, const RunOptions& o) {
   Task t = task_in;
-  if (o.num_fewshot >= 0 && !(t.num_fewshot > 0 && t.fewshot_first_n && o.num_fewshot == t.num_fewshot))
-    t.num_fewshot = o.num_fewshot;
+  if (o.num_fewshot >= 0) t.num_fewshot = o.num_fewshot;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Item> items = build_items(t, o.limit, o.seed);
   const int P = m.cfg().max_position_embeddings;
@@ -182,19 +181,27 @@ TaskResult run_task(const InferModel& m, const Tokenizer& tok, const Task& task_
       for (size_t k = 0; k < r.slot.size(); ++k) v[size_t(r.slot[k])] = r.out[k];
     }
   }
-  std::vector<double> acc, acc_norm, ll, words, bytes, em;
+  std::vector<double> acc, acc_norm, acc_bytes, ll, words, bytes, em;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     json s = {{"task", t.name}, {"doc_id", it.doc_id}, {"doc", it.doc->j}};
+    if (t.num_fewshot > 0) {  // ours: lm-eval's samples do not name the examples
+      s["fewshot_split"] = t.fewshot_split;
+      s["fewshot_doc_ids"] = it.fewshot_ids;
+    }
     if (t.type == OutputType::MultipleChoice) {
       std::vector<double> sums;
       for (auto& c : per_item[i]) sums.push_back(c.sum());
       const ChoiceScores cs = score_choices(sums, it.choices, it.gold);
       acc.push_back(cs.acc);
       acc_norm.push_back(cs.acc_norm);
+      acc_bytes.push_back(cs.acc_bytes);
       s["target"] = it.gold;
       s["acc"] = cs.acc;
-      if (std::find(t.metrics.begin(), t.metrics.end(), "acc_norm") != t.metrics.end()) s["acc_norm"] = cs.acc_norm;
+      if (std::find(t.metrics.begin(), t.metrics.end(), "acc_norm") != t.metrics.end()) {
+        s["acc_norm"] = cs.acc_norm;
+        s["acc_bytes"] = cs.acc_bytes;
+      }
     } else if (t.type == OutputType::Loglikelihood) {
       ll.push_back(per_item[i][0].sum());
       acc.push_back(per_item[i][0].greedy ? 1.0 : 0.0);
@@ -259,6 +266,8 @@ TaskResult run_task(const InferModel& m, const Tokenizer& tok, const Task& task_
     else if (name == "bits_per_byte") mt = {name, bits_per_byte(ll, bytes), std::nan(""), false};
     else if (name == "exact_match") mt = {name, mean(em), mean_stderr(em), true};
     res.metrics.push_back(mt);
+    if (name == "acc_norm")  // the byte-normalised accuracy alongside (lm-eval divides by characters)
+      res.metrics.push_back({"acc_bytes", mean(acc_bytes), mean_stderr(acc_bytes), true});
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (o.on_progress) {

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <regex>
 #include <sstream>
 
 #include "core/error.h"
+#include "eval/py_random.h"
 
 namespace zaya::eval {
 
@@ -221,18 +221,18 @@ std::vector<Item> build_items(const Task& t, int limit, uint64_t seed) {
   const std::vector<Doc>& docs = it->second;
   if (docs.empty()) fail(t.source, ": field 'test_split': split '", t.test_split, "' is empty");
   const std::vector<Doc>* shots = nullptr;
+  const size_t draw = size_t(t.num_fewshot) + (t.fewshot_draw_extra ? 1 : 0);
   if (t.num_fewshot > 0) {
     if (t.fewshot_split.empty()) fail(t.source, ": field 'num_fewshot': ", t.num_fewshot, " shots but no fewshot_split");
     auto f = t.splits.find(t.fewshot_split);
     if (f == t.splits.end()) fail(t.source, ": field 'fewshot_split': no split '", t.fewshot_split, "'");
     shots = &f->second;
-    const size_t need = size_t(t.num_fewshot) + (t.fewshot_split == t.test_split ? 1 : 0);
-    if (shots->size() < need)
-      fail(t.source, ": field 'num_fewshot': ", t.num_fewshot, " shots but split '", t.fewshot_split, "' has ",
-           shots->size(), " documents");
+    if (shots->size() < draw)
+      fail(t.source, ": field 'num_fewshot': ", t.num_fewshot, " shots draw ", draw, " documents but split '",
+           t.fewshot_split, "' has ", shots->size());
   }
   const size_t n = limit > 0 ? std::min(docs.size(), size_t(limit)) : docs.size();
-  std::mt19937_64 rng(seed);
+  PyRandom rng(seed);
   std::vector<Item> items;
   for (size_t i = 0; i < n; ++i) {
     const Doc& d = docs[i];
@@ -241,21 +241,19 @@ std::vector<Item> build_items(const Task& t, int limit, uint64_t seed) {
     item.doc = &d;
     std::string prefix = t.doc_description ? t.doc_description(d) : t.description;
     if (shots) {
-      std::vector<const Doc*> ex;
+      std::vector<size_t> drawn;
       if (t.fewshot_first_n) {
-        for (size_t k = 0; k < shots->size() && int(ex.size()) < t.num_fewshot; ++k)
-          if (&(*shots)[k] != &d) ex.push_back(&(*shots)[k]);
-      } else {  // a sample without replacement; the document itself is never its own example
-        std::vector<size_t> idx(shots->size());
-        for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
-        for (size_t k = 0; k < size_t(t.num_fewshot) + 1 && k < idx.size(); ++k)
-          std::swap(idx[k], idx[k + std::uniform_int_distribution<size_t>(0, idx.size() - 1 - k)(rng)]);
-        for (size_t k = 0; k < idx.size() && int(ex.size()) < t.num_fewshot; ++k)
-          if (&(*shots)[idx[k]] != &d) ex.push_back(&(*shots)[idx[k]]);
+        for (size_t k = 0; k < draw; ++k) drawn.push_back(k);
+      } else {
+        drawn = rng.sample(shots->size(), draw);
       }
-      for (const Doc* e : ex) {
-        const std::string text = t.partial ? "" : t.doc_to_text(*e) + t.target_delimiter;
-        prefix += text + target_text(t, *e) + t.fewshot_delimiter;
+      // lm-eval compares documents by value: an equal document in the split is dropped too.
+      for (size_t k : drawn)
+        if ((*shots)[k].j != d.j && int(item.fewshot_ids.size()) < t.num_fewshot) item.fewshot_ids.push_back(int(k));
+      for (int k : item.fewshot_ids) {
+        const Doc& e = (*shots)[size_t(k)];
+        const std::string text = t.partial ? "" : t.doc_to_text(e) + t.target_delimiter;
+        prefix += text + target_text(t, e) + t.fewshot_delimiter;
       }
     }
     if (t.type == OutputType::MultipleChoice) {

@@ -43,6 +43,9 @@ struct Task {
   std::string target_delimiter = " ", fewshot_delimiter = "\n\n";
   int num_fewshot = 0;
   bool fewshot_first_n = false;  // MMLU: the first k of the split, in order
+  // lm-eval draws k + 1 examples and drops the document itself when its config's fewshot_split
+  // equals its test_split, both unset included (hellaswag, piqa, winogrande); else k (arc).
+  bool fewshot_draw_extra = false;
   std::vector<std::string> metrics;
   MatchOptions match;
   std::vector<std::string> until{"\n\n"};
@@ -66,6 +69,7 @@ struct Item {
   std::vector<std::string> contexts;       // one, or one per choice (partial scoring)
   std::vector<std::string> continuations;  // one per choice, or the target
   std::vector<std::string> choices;        // multiple choice (acc_norm lengths)
+  std::vector<int> fewshot_ids;            // the examples' indices in the few-shot split, in order
   int gold = -1;
   std::string target;  // loglikelihood / generate_until: the reference text; rolling: the document
 };
@@ -74,7 +78,9 @@ struct Item {
 const std::vector<std::string>& known_metrics(OutputType t);
 
 // The items of the test split (the first `limit` documents when limit > 0), with few-shot
-// contexts drawn from the few-shot split by a generator seeded with `seed` (lm-eval: 1234).
+// contexts drawn from the few-shot split as lm-eval's default sampler draws them: one
+// random.Random(seed) per task (lm-eval: 1234), random.sample per document in order, the
+// document itself (by value) removed, truncated to num_fewshot.
 // Every document is checked first: choice lists of length >= 2, the gold index in range.
 std::vector<Item> build_items(const Task& t, int limit, uint64_t seed);
 

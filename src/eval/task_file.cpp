@@ -99,6 +99,9 @@ Task load_task_file(const std::string& path) {
   t.fewshot_split = r.str("fewshot_split", files.contains("train") ? "train" : "");
   if (!t.fewshot_split.empty() && !t.splits.count(t.fewshot_split))
     fail(path, ": field 'fewshot_split': '", t.fewshot_split, "' is not in data_files");
+  // lm-eval compares the fields as written (unset == unset): equal, it draws one extra example.
+  t.fewshot_draw_extra = (j.contains("fewshot_split") ? j["fewshot_split"] : json()) ==
+                         (j.contains("test_split") ? j["test_split"] : json());
   t.num_fewshot = r.integer("num_fewshot", 0, 0, 1000);
   t.description = r.str("description", "");
   t.target_delimiter = r.str("target_delimiter", t.type == OutputType::Generate ? "" : " ");
