@@ -45,19 +45,23 @@ TEST(EvalMetrics, StderrIsLmEvalSampleStderr) {
   EXPECT_NEAR(pooled_stderr({0.25, std::sqrt(0.21 / 9)}, {4, 10}), std::sqrt(2.85 / 12 / 14), 1e-15);
 }
 
-TEST(EvalMetrics, AccNormDividesByBytes) {
-  // Sums -10 and -12: acc picks choice 0; per byte -10/2 = -5 against -12/8 = -1.5: acc_norm
-  // picks choice 1.
+TEST(EvalMetrics, AccNormDividesByCharacters) {
+  // Sums -10 and -12: acc picks choice 0; per character -10/2 = -5 against -12/8 = -1.5:
+  // acc_norm picks choice 1.
   ChoiceScores s = score_choices({-10, -12}, {"ab", "abcdefgh"}, 1);
   EXPECT_EQ(s.pred, 0);
   EXPECT_EQ(s.pred_norm, 1);
   EXPECT_EQ(s.acc, 0.0);
   EXPECT_EQ(s.acc_norm, 1.0);
-  // Bytes, not characters: "\xc3\xa9\xc3\xa9" is 2 characters, 4 bytes: -6/4 = -1.5 beats
-  // -5/3 = -1.67 (per character it would be -3 and lose).
+  // Characters, as lm-eval's len(str): "\xc3\xa9\xc3\xa9" is 2 characters, 4 bytes: per
+  // character -6/2 = -3 loses to -5/3 = -1.67; per byte (acc_bytes) -6/4 = -1.5 wins.
   s = score_choices({-6, -5}, {"\xc3\xa9\xc3\xa9", "abc"}, 0);
-  EXPECT_EQ(s.pred_norm, 0);
   EXPECT_EQ(s.pred, 1);
+  EXPECT_EQ(s.pred_norm, 1);
+  EXPECT_EQ(s.acc_norm, 0.0);
+  EXPECT_EQ(s.pred_bytes, 0);
+  EXPECT_EQ(s.acc_bytes, 1.0);
+  EXPECT_EQ(count_chars("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), 4u);  // a, e-acute, euro, an emoji
   // Ties go to the first (numpy argmax).
   EXPECT_EQ(score_choices({-1, -1}, {"a", "b"}, 0).pred, 0);
 }
@@ -127,6 +131,8 @@ TEST(EvalTasks, MmluHeaderAndFiveShotFromDev) {
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[0].name, "mmlu_astronomy");
   EXPECT_EQ(t[1].name, "mmlu_elementary_mathematics");
+  EXPECT_EQ(t[1].num_fewshot, 0);  // lm-eval's default; 5-shot is --num-fewshot 5
+  t[1].num_fewshot = 5;
   std::vector<Item> it = build_items(t[1], 0, 1);
   const std::string& c = it[4].contexts[0];
   EXPECT_TRUE(c.starts_with(
