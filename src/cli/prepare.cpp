@@ -3,6 +3,7 @@
 // or a Megatron indexed dataset, with meta.json (docs/data.md).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "cli/command.h"
@@ -25,6 +26,7 @@ std::string eta(double seconds) {
 }
 
 void run(zaya::PrepareOptions opt, bool quiet) {
+  if (const char* kill = std::getenv("ZAYA_PREPARE_KILL_AFTER_DOCS")) opt.kill_after_documents = std::strtoull(kill, nullptr, 10);
   if (!quiet) {
     opt.on_note = [](const std::string& line) { zaya::log_info(line); };
     opt.on_progress = [](const zaya::PrepareProgress& p) {

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <csignal>
+
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -322,6 +324,8 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
       ++split.documents;
     }
     res.bytes_read = batch.bytes_read;
+    if (opt.kill_after_documents && res.train.documents + res.val.documents >= opt.kill_after_documents)
+      ::raise(SIGKILL);  // an injected kill at a known stage: outputs half written, staged only
     if (batch.error && !done) std::rethrow_exception(batch.error);
     if (batch.last) break;
     double t = timer.seconds();

@@ -56,6 +56,9 @@ struct PrepareOptions {
   std::string output_format = "shards";     // "shards" (zaya's) or "megatron"
   int threads = 0;                          // 0: OpenMP's default
   double progress_seconds = 2.0;            // interval of on_progress calls; <= 0: none
+  // Fault injection (tests): raise SIGKILL once this many documents are written (0: never).
+  // `zaya prepare` takes it from ZAYA_PREPARE_KILL_AFTER_DOCS.
+  uint64_t kill_after_documents = 0;
   // The library prints nothing: the caller (zaya prepare) prints these.
   std::function<void(const PrepareProgress&)> on_progress;
   std::function<void(const std::string&)> on_note;  // "tokenizer: trained ...", "removing stale shard ..."
