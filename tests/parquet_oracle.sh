@@ -19,18 +19,11 @@ rm -rf "$W"
 mkdir -p "$W"
 node tests/parquet_oracle.mjs "$ROOT" write "$W"
 status=0
-n=0
 while read -r file set; do
-  if ! "$ZAYA" dev parquet-dump "$W/$file" --column text >"$W/$file.jsonl" 2>"$W/$file.err"; then
-    echo "FAIL: $file: $(cat "$W/$file.err")"; status=1; continue
-  fi
-  if node tests/parquet_oracle.mjs "$ROOT" check "$W/$set.json" "$W/$file.jsonl"; then
-    n=$((n + 1))
-  else
-    echo "FAIL: $file: zaya's values differ from the writer's"; status=1
-  fi
+  "$ZAYA" dev parquet-dump "$W/$file" --column text >"$W/$file.jsonl" 2>"$W/$file.err" ||
+    { echo "FAIL: $file: $(cat "$W/$file.err")"; status=1; }
 done <"$W/cases.txt"
-echo "zaya read the writer's strings exactly in $n files"
+node tests/parquet_oracle.mjs "$ROOT" check "$W" || status=1
 
 # expect_error FILE COLUMN TEXT...: zaya exits non-zero with one line holding every TEXT.
 expect_error() {
