@@ -28,4 +28,11 @@ bool amx_bf16_usable();
 void gemm_amx_bf16(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, long lda, const bf16* B,
                    long ldb, float beta, float* C, long ldc);
 
+// The same kernel (packing, tile blocking, edges, thread split) with its tile operations
+// emulated in scalar C++ (gemm_amx_impl.h): runs on any x86-64 CPU, so tests check the
+// kernel's logic where there is no AMX. Emulates TDPBF16PS's rounding as the kernel's checks
+// need it (fp32 sums of exact bf16 products, denormals as zero); not a fast path.
+void gemm_amx_bf16_emulated(Trans ta, Trans tb, int M, int N, int K, float alpha, const bf16* A, long lda,
+                            const bf16* B, long ldb, float beta, float* C, long ldc);
+
 }  // namespace zaya
