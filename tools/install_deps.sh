@@ -10,6 +10,8 @@ PKGS=(
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libxxhash-dev
   libsimdjson-dev zlib1g-dev libzstd-dev libsnappy-dev  # corpora: JSON lines, gzip, zstd, Parquet pages
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev libjs-chart.js  # zaya dashboard: HTTP server, the page's charts
+  chromium  # tests/dashboard.sh: the page in a headless browser
   python3 python3-torch python3-numpy python3-matplotlib
   bible-kjv
   nodejs
