@@ -102,11 +102,28 @@ struct ScratchGuard {
 
 }  // namespace zaya_fuzz
 
+namespace zaya_fuzz {
+// With ZAYA_FUZZ_TRACE=FILE, every error a parser throws is appended to FILE, one line
+// each: the replay step (tests/fuzz/run.sh) checks that each regress-* seed still reaches
+// the check that fixed its crash (tests/fuzz/regress.tsv), not a guard or an earlier error.
+inline void note_error(const char* what) {
+  static std::FILE* f = [] {
+    const char* p = std::getenv("ZAYA_FUZZ_TRACE");
+    return p && *p ? std::fopen(p, "a") : nullptr;
+  }();
+  if (!f) return;
+  for (const char* c = what; *c; ++c) std::fputc(*c == '\n' ? ' ' : *c, f);
+  std::fputc('\n', f);
+  std::fflush(f);
+}
+}  // namespace zaya_fuzz
+
 // Runs `body`; the errors a parser is meant to throw (zaya::Error, and any other
 // std::exception, which the CLI prints as one line too) are the expected outcome of a bad
 // input. Anything else -- a crash, a sanitizer report, a leak, a hang -- is a finding.
-#define ZAYA_FUZZ_EXPECT_ERRORS(...) \
-  try {                              \
-    __VA_ARGS__;                     \
-  } catch (const std::exception&) {  \
+#define ZAYA_FUZZ_EXPECT_ERRORS(...)         \
+  try {                                      \
+    __VA_ARGS__;                             \
+  } catch (const std::exception& e_) {       \
+    zaya_fuzz::note_error(e_.what());        \
   }

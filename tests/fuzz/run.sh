@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/CMakeLists.txt, clang, ASan + UBSan) and runs them.
 #   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]
-# Each target first replays its seed corpus (tests/fuzz/corpus/<target>/, which also holds
-# every crash ever found and fixed), then fuzzes for SECONDS (0: replay only). New inputs go
+# Each target first runs its regress-* seeds (every crash found and fixed) one by one and
+# checks each still reaches the check that fixed it (tests/fuzz/regress.tsv), then replays
+# its seed corpus (tests/fuzz/corpus/<target>/), then fuzzes for SECONDS (0: replay only). New inputs go
 # to BUILD_DIR/work/<target>/, never into the repository; a crash, leak, sanitizer report
 # or an input slower than FUZZ_TIMEOUT seconds leaves its input in BUILD_DIR/artifacts/ and
 # fails the run. Prints one line per target: executions, corpus size, result.
-# Environment: FUZZ_TIMEOUT (per input, default 10; `make fuzz` uses 1), FUZZ_RSS_MB
+# Environment: FUZZ_RUNS (fuzz each target until it has run this many inputs, SECONDS
+# then being a cap that fails the target if reached first; `make fuzz` asks 1,000,000),
+# FUZZ_TIMEOUT (per input, default 10; `make fuzz` uses 1), FUZZ_RSS_MB
 # (default 2560), FUZZ_JOBS (build parallelism, default 2), CXX_FUZZ (default clang++-14),
 # FUZZ_NO_BUILD=1 (skip the build step).
 set -uo pipefail
@@ -45,17 +48,36 @@ for t in "${targets[@]}"; do
         -artifact_prefix="$build/artifacts/$t-" -dict="$here/fuzz.dict")
   if [ "$secs" -gt 0 ]; then
     args+=(-max_total_time="$secs")
+    [ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$FUZZ_RUNS")
   else
     args+=(-runs=0)
   fi
   t1=$(date +%s)
+  # Each regress-* seed must still reach the check that fixed its crash: the error it
+  # throws (recorded through ZAYA_FUZZ_TRACE) contains the text regress.tsv names for it.
+  for seed in "$here/corpus/$t"/regress-*; do
+    [ -e "$seed" ] || continue
+    want=$(awk -F'\t' -v k="$t/${seed##*/}" '$1 == k {print $2}' "$here/regress.tsv")
+    if [ -z "$want" ]; then
+      echo "regress $t/${seed##*/}: no line in tests/fuzz/regress.tsv names the check it must reach"; status=1; continue
+    fi
+    trace="$build/work/$t.regress-trace"; rm -f "$trace"
+    (cd "$build/work" && ZAYA_FUZZ_TRACE="$trace" "$bin" "$seed") >"$log" 2>&1
+    if ! grep -qF -- "$want" "$trace" 2>/dev/null; then
+      echo "regress $t/${seed##*/}: does not reach '$want'; its errors:"; sed 's/^/    /' "$trace" 2>/dev/null | head -3
+      status=1
+    fi
+  done
   (cd "$build/work" && "$bin" "${args[@]}" "$work" "$here/corpus/$t") >"$log" 2>&1
   rc=$?
   fz_stat() { awk -v k="stat::$1:" '$1 == k {v = $2} END {print v}' "$log"; }
   execs=$(fz_stat number_of_executed_units) persec=$(fz_stat average_exec_per_sec)
   slow=$(fz_stat slowest_unit_time_sec) rss=$(fz_stat peak_rss_mb)
   ncorp=$(ls "$work" "$here/corpus/$t" 2>/dev/null | grep -vc ':$')
-  if [ $rc -eq 0 ]; then
+  if [ $rc -eq 0 ] && [ "$secs" -gt 0 ] && [ -n "${FUZZ_RUNS:-}" ] && [ "${execs:-0}" -lt "$FUZZ_RUNS" ]; then
+    res="FAILED: ${execs:-0} executions in the ${secs} s cap, fewer than FUZZ_RUNS=$FUZZ_RUNS"
+    status=1
+  elif [ $rc -eq 0 ]; then
     res="ok ($(( $(date +%s) - t1 )) s)"
   else
     res="FAILED rc=$rc, log $log"
