@@ -190,6 +190,33 @@ put("tokenizer", "config_unknown_bos", tj + SPLIT + b'{"bos_token": "<nope>"}')
 put("tokenizer", "wordpiece", b'{"model": {"type": "WordPiece", "vocab": {"a": 0}}}')
 put("tokenizer", "config_as_tokenizer", json.dumps(cfg).encode())
 
+# --- Megatron indexed dataset: PREFIX.idx [ ==== PREFIX.bin ]
+def megatron_idx(lengths, code=8, size=2, pointers=None, docs=None, version=1, magic=b"MMIDIDX\x00\x00"):
+    if pointers is None:
+        pointers, p = [], 0
+        for n in lengths:
+            pointers.append(p)
+            p += n * size
+    if docs is None:
+        docs = list(range(len(lengths) + 1))
+    return (magic + struct.pack("<QBQQ", version, code, len(lengths), len(docs)) +
+            struct.pack("<%di" % len(lengths), *lengths) + struct.pack("<%dq" % len(pointers), *pointers) +
+            struct.pack("<%dq" % len(docs), *docs))
+
+
+meg_bin = struct.pack("<9H", 5, 6, 1, 7, 8, 9, 1, 4, 1)
+put("megatron_idx", "valid", megatron_idx([3, 4, 2]) + SPLIT + meg_bin)
+put("megatron_idx", "valid_int32", megatron_idx([3, 4, 2], 4, 4) + SPLIT + struct.pack("<9i", 5, 6, 1, 7, 8, 9, 1, 4, 1))
+put("megatron_idx", "valid_int64_negative", megatron_idx([2], 5, 8) + SPLIT + struct.pack("<2q", -3, 1 << 40))
+put("megatron_idx", "empty", megatron_idx([]))
+put("megatron_idx", "multimodal", megatron_idx([3, 4, 2]) + b"\x00\x01\x00" + SPLIT + meg_bin)
+put("megatron_idx", "short_bin", megatron_idx([3, 4, 2]) + SPLIT + meg_bin[:16])
+put("megatron_idx", "pointer_gap", megatron_idx([3, 4, 2], pointers=[0, 8, 6]) + SPLIT + meg_bin)
+put("megatron_idx", "docs_unordered", megatron_idx([3, 4, 2], docs=[0, 2, 1, 3]) + SPLIT + meg_bin)
+put("megatron_idx", "float_dtype", megatron_idx([3, 4, 2], 7, 4) + SPLIT + meg_bin)
+put("megatron_idx", "huge_counts", b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, 1 << 62, 1 << 62) + b"\x00" * 32)
+put("megatron_idx", "truncated", megatron_idx([3, 4, 2])[:40])
+
 # --- checkpoint manifest: written by the target itself (a real CheckpointWriter manifest)
 if len(sys.argv) > 1:
     d = os.path.join(ROOT, "ckpt_manifest")

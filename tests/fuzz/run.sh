@@ -19,6 +19,7 @@ mkdir -p "$1"; build="$(cd "$1" && pwd)"; secs="$2"; shift 2
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(safetensors hf_index hf_config model_toml run_toml ckpt_manifest tokenizer shard ids nccl bench_profile)
 [ $# -eq 0 ] && targets+=(parquet)
+[ $# -eq 0 ] && targets+=(megatron_idx)
 cxx="${CXX_FUZZ:-clang++-14}"
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (make deps installs clang-14)"; exit 1; }
 
