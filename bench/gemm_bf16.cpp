@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
         if (r >= 2) t_ours.push_back(t1 - t0), t_dnnl.push_back(t2 - t1);
       }
       double diff = 0;
-      for (size_t i = 0; i < C1.size(); ++i) diff = std::max(diff, double(std::fabs(C1[i] - C2[i])));
+      for (size_t i = 0; i < C1.size(); ++i)  // a NaN or infinity on either side reads as inf, not as agreement
+        diff = std::isfinite(C1[i]) && std::isfinite(C2[i]) ? std::max(diff, double(std::fabs(C1[i] - C2[i]))) : INFINITY;
       const double flop = 2.0 * s.M * s.N * s.K, ga = flop / median(t_ours) / 1e9, gd = flop / median(t_dnnl) / 1e9;
       std::printf("%-6s %6d %6d %6d  %14.1f %12.1f  %7.2fx  %10.2e\n", lay, s.M, s.N, s.K, ga, gd, ga / gd, diff);
     }

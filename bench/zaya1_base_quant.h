@@ -170,14 +170,15 @@ inline void logit_stats(const ModelRun& ref, const ModelRun& q) {
     const auto& b = q.logits[s];
     for (size_t i = 0; i < a.size(); ++i) {
       const double d = double(b[i]) - a[i];
-      se += d * d, sr += double(a[i]) * a[i], maxe = std::max(maxe, std::fabs(d));
+      se += d * d, sr += double(a[i]) * a[i];
+      maxe = std::isfinite(d) ? std::max(maxe, std::fabs(d)) : INFINITY;  // std::max(x, NaN) keeps x
     }
     agree += std::max_element(a.begin(), a.end()) - a.begin() == std::max_element(b.begin(), b.end()) - b.begin();
   }
   double lpm = 0, lpx = 0, ppl_a = 0, ppl_b = 0;
   for (size_t i = 0; i < ref.logprobs.size(); ++i) {
     const double d = std::fabs(q.logprobs[i] - ref.logprobs[i]);
-    lpm += d, lpx = std::max(lpx, d), ppl_a -= ref.logprobs[i], ppl_b -= q.logprobs[i];
+    lpm += d, lpx = std::isfinite(d) ? std::max(lpx, d) : INFINITY, ppl_a -= ref.logprobs[i], ppl_b -= q.logprobs[i];
   }
   const double n = double(ref.logprobs.size());
   std::printf("logits vs bf16 (%zu decode steps, random weights): rms error / rms logit %.4f, max |error| %.4f, "

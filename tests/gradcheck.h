@@ -116,7 +116,7 @@ inline GradResult check_op(const OpCase& op, uint64_t seed = 1) {
         fd = (at(h) - at(-h)) / (2 * h);
       in[i][j] = x0;
       double err = std::fabs(fd - din[i][j]) / std::max(1.0, std::fabs(fd));
-      if (std::isnan(err)) err = std::numeric_limits<double>::infinity();  // fails, where > would pass a NaN
+      if (!std::isfinite(err)) err = std::numeric_limits<double>::infinity();  // fails, where > would pass a NaN
       ++r.checked;
       if (err > r.max_rel_err) {
         r.max_rel_err = err;

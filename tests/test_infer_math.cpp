@@ -33,6 +33,7 @@
 #include "model/infer.h"
 #include "model/model.h"
 #include "model/moe.h"
+#include "check_util.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -88,17 +89,9 @@ std::vector<float> normal(size_t n, uint64_t seed) {
   return v;
 }
 
-// Largest |a - b| and largest |b| over what was compared.
-struct Diff {
-  double worst = 0, scale = 1e-30;
-  void add(const float* a, const float* b, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      worst = std::max(worst, double(std::fabs(a[i] - b[i])));
-      scale = std::max(scale, double(std::fabs(b[i])));
-    }
-  }
-  double rel() const { return worst / scale; }
-};
+// Largest |a - b| relative to the largest |b| over what was compared (+inf on any NaN or
+// infinity: check_util.h).
+using Diff = test_util::MaxError;
 
 // The model's attention sub-layer s over its own decode cache, row by row or batched.
 struct CcaRef {

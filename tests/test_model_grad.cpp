@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 
 #include "core/rng.h"
+#include "check_util.h"
 #include "gradcheck.h"
 #include "model/model.h"
 
@@ -114,8 +116,10 @@ static void check_model(int topk, double aux = 0) {
     // The error of an entry is relative to its own size, floored at kFloor of the largest
     // analytic gradient of its tensor: an entry near zero is judged against the tensor's
     // scale, not against an absolute 1e-2 (which bounded small tensors at 1e-8 absolute).
-    double scale = 0;
-    for (size_t i = 0; i < p.numel; ++i) scale = std::max(scale, std::fabs(m.grads[p.offset + i]));
+    test_util::MaxError g;  // the tensor's analytic gradient: every entry finite; scale its largest |entry|
+    for (size_t i = 0; i < p.numel; ++i) g.add_error(m.grads[p.offset + i]);
+    ASSERT_TRUE(g.finite()) << p.name << ": analytic gradient " << g.describe();
+    const double scale = g.worst;
     for (size_t i : idx) {
       double& w = m.params[p.offset + i];
       const double w0 = w;
@@ -125,7 +129,8 @@ static void check_model(int topk, double aux = 0) {
       w = w0;
       if (::testing::Test::HasFailure()) return;
       const double an = m.grads[p.offset + i];
-      const double err = std::fabs(fd - an) / std::max({std::fabs(fd), std::fabs(an), kFloor * scale, 1e-300});
+      double err = std::fabs(fd - an) / std::max({std::fabs(fd), std::fabs(an), kFloor * scale, 1e-300});
+      if (!std::isfinite(err)) err = std::numeric_limits<double>::infinity();  // fails, where > would pass a NaN
       ++checked;
       if (err > worst) {
         worst = err;

@@ -15,6 +15,7 @@
 #include "kernels/linear_quant.h"
 #include "model/infer.h"
 #include "quant/convert/quantize_model.h"
+#include "check_util.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -99,12 +100,10 @@ std::vector<std::vector<float>> one_pass(const InferModel& m, const std::vector<
 }
 
 double rel_max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double d = 0, s = 1e-30;
+  test_util::MaxError e;
   EXPECT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    for (size_t j = 0; j < a[i].size(); ++j)
-      d = std::max(d, double(std::fabs(a[i][j] - b[i][j]))), s = std::max(s, double(std::fabs(b[i][j])));
-  return d / s;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) e.add_all(a[i], b[i]);
+  return e.rel();  // +inf on any NaN or infinity
 }
 
 }  // namespace
@@ -222,10 +221,9 @@ TEST(QuantInfer, BatchedRowsEqualSingleRows) {
     InferDecoder one(m, 1, P + S);
     const float* y = one.feed(&t[size_t(b) * (P + S)], P);
     for (int s = 0; s < S; ++s) y = one.feed(&t[size_t(b) * (P + S) + P + s], 1);
-    double diff = 0, scale = 1e-30;
-    for (int v = 0; v < V; ++v)
-      diff = std::max(diff, double(std::fabs(y[v] - z[size_t(b) * V + v]))), scale = std::max(scale, double(std::fabs(y[v])));
-    EXPECT_LT(diff / scale, 1e-5) << "row " << b;
+    test_util::MaxError e;
+    e.add(&z[size_t(b) * V], y, size_t(V));
+    EXPECT_LT(e.rel(), 1e-5) << "row " << b << ": " << e.describe();
   }
   linear_quant_set_gemm_rows(16);
 }
