@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "core/error.h"
-#include "data/shard.h"
 
 namespace zaya {
 
@@ -97,31 +96,6 @@ void write_megatron(const std::string& prefix, const std::vector<std::vector<uin
   MegatronWriter w(prefix, vocab_size);
   for (const auto& d : documents) w.add_document(d);
   w.finish();
-}
-
-uint64_t megatron_from_shards(const std::vector<std::string>& shards, uint32_t eos_id, const std::string& prefix) {
-  ZAYA_CHECK(!shards.empty(), prefix, ": no shards to write");
-  std::vector<ShardReader> readers;
-  for (const auto& p : shards) {
-    readers.emplace_back(p);
-    ZAYA_CHECK(readers.back().vocab_size() == readers.front().vocab_size(), p, ": vocab size ",
-               readers.back().vocab_size(), " differs from ", readers.front().vocab_size(), " of ", shards.front());
-  }
-  ZAYA_CHECK(eos_id < readers.front().vocab_size(), prefix, ": EOS id ", eos_id, " is outside the shards' vocabulary (",
-             readers.front().vocab_size(), ")");
-  MegatronWriter w(prefix, readers.front().vocab_size());
-  std::vector<uint32_t> doc;
-  for (const ShardReader& r : readers)
-    for (uint32_t t : r.tokens()) {
-      doc.push_back(t);
-      if (t == eos_id) {
-        w.add_document(doc);
-        doc.clear();
-      }
-    }
-  if (!doc.empty()) w.add_document(doc);
-  w.finish();
-  return w.documents();
 }
 
 // ---------------------------------------------------------------- reader

@@ -74,11 +74,6 @@ class MegatronWriter {
 void write_megatron(const std::string& prefix, const std::vector<std::vector<uint32_t>>& documents,
                     uint32_t vocab_size);
 
-// Writes zaya token shards (read in order as one stream) as a Megatron dataset: a document
-// ends after each eos_id token (a tail without one is the last document). Returns the
-// documents written. `zaya dev megatron-from-shards` calls it.
-uint64_t megatron_from_shards(const std::vector<std::string>& shards, uint32_t eos_id, const std::string& prefix);
-
 // A dataset memory-mapped read-only and validated on open: magic, version, dtype, the
 // header's counts against the .idx size, every sequence's length and pointer (back to back
 // from byte 0, ending exactly at the .bin's size) and the document indices (from 0,

@@ -357,6 +357,17 @@ void RunConfig::resolve_data() {
     json j = json::parse(in, nullptr, false);
     if (j.is_discarded()) fail("data source ", s.name, ": ", meta.string(), " is not valid JSON");
     if (!j.is_object()) fail("data source ", s.name, ": ", meta.string(), " is not a JSON object");
+    if (j.value("format", "") == "megatron.mmidx") {  // zaya prepare --output-format megatron
+      for (const char* split : {"train", "val"}) {
+        if (!j.contains(split) || !j[split].is_object() || !j[split].contains("megatron_prefix") ||
+            !j[split]["megatron_prefix"].is_string() || j[split]["megatron_prefix"].get<std::string>().empty())
+          fail("data source ", s.name, ": ", meta.string(), " has no ", split, ".megatron_prefix");
+        (std::string(split) == "train" ? s.prefix : s.val_prefix) =
+            (fs::path(s.dir) / j[split]["megatron_prefix"].get<std::string>()).string();
+      }
+      s.megatron = true;
+      continue;
+    }
     for (const char* split : {"train", "val"}) {
       auto& out = std::string(split) == "train" ? s.train : s.val;
       if (!j.contains(split) || !j[split].is_object() || !j[split].contains("shards") || !j[split]["shards"].is_array())

@@ -106,8 +106,9 @@ struct RunConfig {
   double bucket_mb = 4.0;
   double comm_timeout = 300.0;
 
-  // Fills the train/val shard lists of sources given by `dir` from its meta.json (the
-  // Trainer calls it; parsing alone never touches the data, so recipes parse anywhere).
+  // Fills the train/val shard lists of sources given by `dir` from its meta.json, or their
+  // Megatron prefixes when `zaya prepare --output-format megatron` made it (the Trainer
+  // calls it; parsing alone never touches the data, so recipes parse anywhere).
   void resolve_data();
   std::vector<DataSource> train_sources() const;
   // The validation data of each source that has some, named as the source.
