@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "ckpt/hf_convert.h"
 #include "ckpt/hf_mmap.h"
 #include "core/error.h"
+#include "check_util.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -140,7 +142,7 @@ TEST(CkptHf, ExportImportRoundTripGivesIdenticalLogits) {
   double worst = 0;
   for (auto& x : d.tensors) {
     ASSERT_TRUE(x.status.empty()) << x.name;
-    worst = std::max(worst, x.max_rel);
+    worst = test_util::max_err(worst, x.max_rel);
     if (x.name.find("balancing_biases") != std::string::npos) {
       EXPECT_EQ(x.max_abs, 0) << x.name;
     }
@@ -359,6 +361,51 @@ std::string duplicate_first_entry(const std::string& path) {
 
 // A tensor named twice in a header fails every reader (library and CLI) with one line naming
 // the file and the tensor, and a non-zero exit: it was read and scored before.
+// A NaN or infinity on either side is a difference, also the same NaN on both sides (two runs
+// that diverged alike are not equal); --nan-equal opts in to NaN == NaN, never NaN == number.
+TEST(CkptHf, DiffCountsNaNAndInfinityAsDifferences) {
+  TempDir t("diffnan");
+  Model<float> a(hf_tiny());
+  randomize_for_checks(a.layout, 3, a.params.data(), a.buffers.data());
+  const std::string clean = t / "clean";
+  save_trainer_like(clean, a, false);
+  const float bad[3] = {NAN, INFINITY, -INFINITY};
+  for (int k = 0; k < 3; ++k) {
+    Model<float> g(hf_tiny());
+    g.params = a.params;
+    g.buffers = a.buffers;
+    g.params[5] = g.params[9] = bad[k];
+    const std::string dir = t / ("bad" + std::to_string(k));
+    save_trainer_like(dir, g, false);
+    const std::pair<std::string, std::string> pairs[3] = {{clean, dir}, {dir, clean}, {dir, dir}};
+    for (const auto& [x, y] : pairs) {
+      for (const bool nan_equal : {false, true}) {
+        const DiffResult d = diff_weights(x, y, nan_equal);
+        size_t flagged = 0, nonfinite = 0;
+        for (const auto& e : d.tensors) {
+          flagged += e.max_abs == INFINITY && e.max_rel == INFINITY;
+          nonfinite += e.nonfinite_a + e.nonfinite_b;
+          if (e.max_abs != INFINITY) {
+            EXPECT_EQ(e.max_abs, 0) << e.name;
+          }
+        }
+        const bool same = x == y;
+        EXPECT_EQ(flagged, nan_equal && same ? 0u : 1u) << "value " << bad[k] << " nan_equal " << nan_equal;
+        EXPECT_EQ(nonfinite, same ? 4u : 2u) << "value " << bad[k];
+      }
+    }
+    auto [rc, out] = zaya_cli("ckpt diff " + dir + " " + dir + " --tol 0");
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find("1 hold NaN or infinite values"), std::string::npos) << out;
+    EXPECT_NE(out.find("NaN/inf: 2 in A, 2 in B"), std::string::npos) << out;
+    std::tie(rc, out) = zaya_cli("ckpt diff " + dir + " " + dir + " --tol 0 --nan-equal");
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("0 differ"), std::string::npos) << out;
+    std::tie(rc, out) = zaya_cli("ckpt diff " + clean + " " + dir + " --rtol 1e30 --nan-equal");
+    EXPECT_NE(rc, 0) << out;
+  }
+}
+
 TEST(CkptHf, DuplicateTensorNameIsAnError) {
   TempDir t("dup");
   Model<float> m(hf_tiny());

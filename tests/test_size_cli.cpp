@@ -1,6 +1,7 @@
 // zaya size through the binary: every mode's --json, parameter counts equal `zaya params`,
 // the KV acceptance figure for ZAYA1-base, the shape search placing ZAYA1-base, the MoE
-// width table, one-line errors.
+// width table, one-line errors. Both commands print count_params; that formula itself is
+// checked against the tensors the model allocates and the spec's table in test_param_count.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
