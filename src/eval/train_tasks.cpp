@@ -21,9 +21,14 @@ TrainTasks::TrainTasks(const RunConfig& cfg) : interval_(cfg.eval_tasks_interval
   std::vector<std::string> names, files;
   for (const std::string& t : cfg.eval_tasks) (t.ends_with(".json") ? files : names).push_back(t);
   tasks_ = resolve_tasks(names, cfg.eval_data_dir, files);
+  // [data] tokenizer (by default the first source directory's), else any source directory's:
+  // sources given as Megatron prefixes or shard lists have none of their own.
+  std::error_code ec;
+  if (!cfg.tokenizer.empty() && fs::is_regular_file(cfg.tokenizer, ec)) tokenizer_ = cfg.tokenizer;
   for (const RunSource& s : cfg.sources)
     if (tokenizer_.empty() && !s.dir.empty()) tokenizer_ = find_model_tokenizer(s.dir);
-  if (tokenizer_.empty()) fail("[eval] tasks need the data's tokenizer (tokenizer.model or tokenizer.json in a source dir)");
+  if (tokenizer_.empty())
+    fail("[eval] tasks need the data's tokenizer: set [data] tokenizer, or give a source dir holding tokenizer.model or tokenizer.json");
   metrics_path_ = (fs::path(cfg.out_dir) / "metrics.jsonl").string();
 }
 
