@@ -190,6 +190,83 @@ put("tokenizer", "config_unknown_bos", tj + SPLIT + b'{"bos_token": "<nope>"}')
 put("tokenizer", "wordpiece", b'{"model": {"type": "WordPiece", "vocab": {"a": 0}}}')
 put("tokenizer", "config_as_tokenizer", json.dumps(cfg).encode())
 
+# --- GGUF: header, metadata of every scalar type and arrays, tensor infos, aligned data
+def gguf(kvs, tensors, version=3, align=32):
+    """kvs: [(key, type, packed value bytes)]; tensors: [(name, dims, ggml type, bytes)]."""
+    gs = lambda b: struct.pack("<Q", len(b)) + b
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += gs(k.encode()) + struct.pack("<I", t) + v
+    off, blob = 0, b""
+    for name, dims, ty, raw in tensors:
+        out += gs(name.encode()) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", ty, off)
+        blob += raw + b"\0" * ((-len(raw)) % align)
+        off = len(blob)
+    out += b"\0" * ((-len(out)) % align)
+    return out + blob
+
+
+gstr = lambda b: struct.pack("<Q", len(b)) + b
+kvs = [("general.architecture", 8, gstr(b"zaya")), ("general.alignment", 4, struct.pack("<I", 32)),
+       ("zaya.block_count", 4, struct.pack("<I", 2)), ("zaya.rope_theta", 6, struct.pack("<f", 1e4)),
+       ("zaya.neg", 5, struct.pack("<i", -3)), ("zaya.u64", 10, struct.pack("<Q", 1 << 40)),
+       ("zaya.i64", 11, struct.pack("<q", -1)), ("zaya.f64", 12, struct.pack("<d", 0.5)),
+       ("zaya.flag", 7, b"\x01"), ("zaya.u8", 0, b"\x07"), ("zaya.i16", 3, struct.pack("<h", -2)),
+       ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 2) + gstr(b"<s>") + gstr(b"a")),
+       ("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 2) + f32(0, -1))]
+q8 = struct.pack("<e", 0.5) + bytes(range(32))
+tensors = [("token_embd.weight", [4, 2], 0, f32(*range(8))), ("blk.0.ffn_exp.3.linear_fc1.weight", [32, 1], 8, q8),
+           ("output_norm.weight", [4], 30, b"\x80\x3f" * 4)]
+good = gguf(kvs, tensors)
+put("gguf", "valid", good)
+put("gguf", "v2_no_tensors", gguf(kvs[:3], [], version=2))
+put("gguf", "truncated", good[: len(good) - 20])
+put("gguf", "bad_alignment", good.replace(struct.pack("<I", 32), struct.pack("<I", 24), 1))
+put("gguf", "unknown_type", gguf(kvs[:1], [("w", [4], 99, f32(1, 2, 3, 4))]))
+two = gguf(kvs[:1], [("a", [8], 0, f32(*range(8))), ("b", [8], 0, f32(*range(8)))])
+put("gguf", "overlap", two.replace(struct.pack("<IQ", 0, 32), struct.pack("<IQ", 0, 0), 1))
+put("gguf", "huge_counts", b"GGUF" + struct.pack("<IQQ", 3, 1 << 62, 1 << 62))
+put("gguf", "array_of_arrays", gguf([("x", 9, struct.pack("<IQ", 9, 1))], []))
+
+# --- SentencePiece .model [==== text]: tiny models spm_train writes (identity normalizer)
+import shutil, tempfile
+if shutil.which("spm_train"):
+    with tempfile.TemporaryDirectory() as tmp:
+        txt = os.path.join(tmp, "t.txt")
+        with open(txt, "wb") as f:
+            f.write(open(os.path.join("tests", "data", "kjv_sample.txt"), "rb").read()[:20000])
+        for kind in ("bpe", "unigram", "char", "word"):
+            pre = os.path.join(tmp, kind)
+            subprocess.run(["spm_train", "--input=" + txt, "--model_prefix=" + pre, "--vocab_size=60",
+                            "--model_type=" + kind, "--normalization_rule_name=identity", "--minloglevel=2"],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            m = open(pre + ".model", "rb").read()
+            put("spm_model", kind, m + SPLIT + b"In the beginning God created \xe2\x96\x81 \xff")
+        put("spm_model", "truncated", m[: len(m) // 2])
+put("spm_model", "a_tokenizer_json", tj)
+put("spm_model", "not_protobuf", b"\x0a\xff\xff\xff\xff\x0f" + b"x" * 32)
+
+# --- eval tasks: task.json ==== docs.jsonl ==== docs.csv ==== mmlu test csv ==== mmlu dev csv
+docs = b'{"question": "In the beginning God created the", "answer": "earth", "choices": {"text": ["earth", "sea"], "label": ["A", "B"]}, "answerKey": "A", "ctx": "a", "endings": ["b", "c"], "label": "0", "goal": "g", "sol1": "x", "sol2": "y", "sentence": "The _ fell.", "option1": "rain", "option2": "sky", "text": "And God said light"}\n' * 3
+csv = b'question,answer\n"Let there be","light"\n"a ""quoted"", field",b\n'
+mmlu = b"What is 7 + 5?,11,12,13,14,B\n\"Which, with a comma?\",a,b,c,d,A\n"
+mc = {"task": "t", "output_type": "multiple_choice", "data_files": {"train": "docs.jsonl", "test": "docs.jsonl"},
+      "num_fewshot": 2, "doc_to_text": "{{question}}", "doc_to_choice": ["{{answer}}", "water"], "doc_to_target": "0"}
+put("eval_task", "multiple_choice", SPLIT.join([json.dumps(mc).encode(), docs, csv, mmlu, mmlu]))
+put("eval_task", "choice_field", SPLIT.join([json.dumps(dict(mc, doc_to_choice="choices.text", doc_to_target="answerKey")).encode(), docs]))
+put("eval_task", "csv_generate", SPLIT.join([json.dumps({"task": "g", "output_type": "generate_until", "data_files": {"test": "docs.csv"},
+                                                       "doc_to_text": "Q: {{question}}", "doc_to_target": "{{answer}}"}).encode(), docs, csv]))
+put("eval_task", "rolling", SPLIT.join([json.dumps({"task": "r", "output_type": "loglikelihood_rolling", "data_files": {"test": "docs.jsonl"},
+                                                  "doc_to_target": "{{text}}"}).encode(), docs]))
+put("eval_task", "bad_jsonl", SPLIT.join([b"{}", b'{"a": 1}\n{"a": \n', b"a,b\n1\n", b"q,a,b\n"]))
+
+# --- hardware profile TOML (configs/hardware/*.toml)
+for name in sorted(os.listdir(os.path.join("configs", "hardware"))):
+    if name.endswith(".toml"):
+        put("hardware", name[:-5], open(os.path.join("configs", "hardware", name), "rb").read())
+put("hardware", "not_toml", b"name = \n[[tiles]\n")
+
 # --- Megatron indexed dataset: PREFIX.idx [ ==== PREFIX.bin ]
 def megatron_idx(lengths, code=8, size=2, pointers=None, docs=None, version=1, magic=b"MMIDIDX\x00\x00"):
     if pointers is None:

@@ -17,7 +17,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 mkdir -p "$1"; build="$(cd "$1" && pwd)"; secs="$2"; shift 2
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(safetensors hf_index hf_config model_toml run_toml ckpt_manifest tokenizer shard ids nccl bench_profile)
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors hf_index hf_config model_toml run_toml ckpt_manifest tokenizer shard ids nccl bench_profile
+  gguf spm_model eval_task hardware)
 [ $# -eq 0 ] && targets+=(parquet)
 [ $# -eq 0 ] && targets+=(megatron_idx)
 cxx="${CXX_FUZZ:-clang++-14}"
