@@ -25,6 +25,7 @@
 #include "kernels/linear_quant.h"
 #include "model/decode.h"
 #include "model/infer.h"
+#include "check_util.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -60,13 +61,8 @@ static std::vector<int32_t> random_ids(int n, int V, uint64_t seed) {
 // returns the largest |difference| of the last-position logits relative to max |logit|.
 template <class A, class Bd>
 static double compare_decoders(A& a, Bd& b, const std::vector<int32_t>& ids, int B, int T, int prefill, int V) {
-  double worst = 0, scale = 1e-30;
-  auto cmp = [&](const float* x, const float* y) {
-    for (size_t i = 0; i < size_t(B) * V; ++i) {
-      worst = std::max(worst, double(std::fabs(x[i] - y[i])));
-      scale = std::max(scale, double(std::fabs(y[i])));
-    }
-  };
+  test_util::MaxError e;
+  auto cmp = [&](const float* x, const float* y) { e.add(x, y, size_t(B) * V); };
   std::vector<int32_t> chunk(size_t(B) * prefill);
   for (int r = 0; r < B; ++r)
     for (int t = 0; t < prefill; ++t) chunk[size_t(r) * prefill + t] = ids[size_t(r) * T + t];
@@ -76,7 +72,7 @@ static double compare_decoders(A& a, Bd& b, const std::vector<int32_t>& ids, int
     for (int r = 0; r < B; ++r) step[size_t(r)] = ids[size_t(r) * T + t];
     cmp(a.feed(step.data(), 1), b.feed(step.data(), 1));
   }
-  return worst / scale;
+  return e.rel();  // +inf on any NaN or infinity
 }
 
 TEST(InferBf16, SameLogitsAsDecoderOverFp32Views) {
