@@ -16,6 +16,7 @@
 #include "model/config.h"
 #include "model/params.h"
 #include "quant/convert/quantize_model.h"
+#include "check_util.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -310,10 +311,9 @@ double rows_vs_single(const InferModel& im, KvCacheDType kv, int n) {
       });
     }
   }
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < got.size(); ++i)
-    diff = std::max(diff, double(std::fabs(got[i] - ref[i]))), scale = std::max(scale, double(std::fabs(ref[i])));
-  return diff / scale;
+  test_util::MaxError e;
+  e.add_all(got, ref);
+  return e.rel();  // +inf on any NaN or infinity
 }
 
 }  // namespace
@@ -388,7 +388,7 @@ TEST(EvalEngine, CrossRequestBatchesAgreeWithBatchOne) {
         ASSERT_EQ(b[i][c].logprobs.size(), conts[i][c].size());
         EXPECT_EQ(a[i][c].logprobs, s[c].logprobs) << name << " request " << i;  // batch 1: the bits
         const double d = std::fabs(b[i][c].sum() - a[i][c].sum()) / std::max(1.0, std::fabs(a[i][c].sum()));
-        worst = std::max(worst, d);
+        worst = test_util::max_err(worst, d);
         // fp32: the products' summation order; bf16 weights: 16 rows or more take oneDNN's AMX
         // product (activations rounded to bf16), fewer the own kernel.
         EXPECT_LT(d, im == m.f32.get() ? 1e-6 : 1e-4) << name << " request " << i << " continuation " << c;
