@@ -300,9 +300,14 @@ TEST(Balancer, MovesASkewedRouterTowardUniform) {
   // Skew every router toward expert 0: a constant positive part in the last hidden layer
   // (its bias) times a pushed-up row 0 of the output layer, with the output layer scaled
   // up so routing also varies from token to token.
+  // The skew is sized for router weights of std 0.02: the init's 1 / sqrt(R) scaled back.
   for (const SublayerOffsets& so : m.layout.sub) {
     if (so.attention) continue;
     const int R = cfg.router_hidden, NC = cfg.num_classes();
+    const float to_std0 = float(cfg.init_std * std::sqrt(double(R)));
+    for (size_t w : {so.moe.router.mlp0_w, so.moe.router.mlp2_w})
+      for (int i = 0; i < R * R; ++i) m.params[w + size_t(i)] *= to_std0;
+    for (int i = 0; i < R * NC; ++i) m.params[so.moe.router.mlp4_w + size_t(i)] *= to_std0;
     for (int i = 0; i < R; ++i) m.params[so.moe.router.mlp2_b + size_t(i)] = 0.5f;
     for (int i = 0; i < R * NC; ++i) m.params[so.moe.router.mlp4_w + size_t(i)] *= 30.f;
     for (int i = 0; i < R; ++i) m.params[so.moe.router.mlp4_w + size_t(i)] += 0.1f;

@@ -43,6 +43,21 @@ AnomalyDecision AnomalyDetector::judge(const StepCheck& c) {
     if (opt_.loss_z > 0 && zl > opt_.loss_z) d.kind = "loss_spike", d.z = zl;
     else if (opt_.grad_norm_z > 0 && zg > opt_.grad_norm_z) d.kind = "grad_norm_spike", d.z = zg;
   }
+  if (d.kind.empty() && c.router) {
+    // The step itself is sound: its update goes ahead unless the alarm asks for a rollback.
+    d.kind = "router_collapse";
+    d.consecutive = c.router->steps;
+    d.first_step = c.router->first_step;
+    ++total_;
+    if (c.router->rollback) {
+      d.verdict = StepVerdict::Abort;
+      return d;
+    }
+    loss_.push(c.loss);
+    gnorm_.push(c.grad_norm);
+    consecutive_ = 0;
+    return d;
+  }
   if (d.kind.empty()) {
     loss_.push(c.loss);
     gnorm_.push(c.grad_norm);

@@ -3,6 +3,11 @@
 // K consecutive anomalies abort the run (the trainer exits kExitAnomalies) so the supervisor
 // rolls back to the checkpoint before them and skips their data window.
 //
+// A collapsed router (StepCheck::router: a MoE layer unhealthy for [anomaly] router_steps
+// steps, train/router_health.h) is an anomaly of kind "router_collapse": recorded like a
+// spike, and with router_rollback on it aborts at once, its window being the unhealthy
+// streak, so the supervisor rolls back before the streak and skips its data.
+//
 // Every rank sees the same global loss and norm, so every rank reaches the same verdict; the
 // trainer still reduces the verdicts (max), the one all-reduce of a flag.
 #pragma once
@@ -41,7 +46,7 @@ class RollingWindow {
 
 struct AnomalyDecision {
   StepVerdict verdict = StepVerdict::Update;
-  std::string kind;       // "", "nonfinite", "loss_spike", "grad_norm_spike"
+  std::string kind;       // "", "nonfinite", "loss_spike", "grad_norm_spike", "router_collapse"
   double z = 0;           // the z-score that triggered a spike verdict
   int consecutive = 0;    // anomalies in a row, this one included
   int64_t first_step = 0; // first step of the current run of anomalies

@@ -72,6 +72,7 @@ struct Outcome {
   int64_t step = 0;         // steps completed when it failed
   double failure_time = 0;  // when the run was last seen making progress
   int64_t first = 0, last = 0;  // anomaly window
+  std::string anomaly;          // its kind (loss_spike, nonfinite, router_collapse, ...)
 };
 
 const char* kind_name(Outcome::Kind k) {
@@ -347,6 +348,7 @@ Outcome Supervisor::attempt(bool resume) {
         json a = json::parse(abort_file, nullptr, false);
         out.first = a.is_object() ? a.value("first", int64_t(0)) : 0;
         out.last = a.is_object() ? a.value("last", int64_t(0)) : 0;
+        out.anomaly = a.is_object() ? a.value("kind", std::string()) : "";
         if (out.last > 0) out.step = out.last;
       } else {
         finish(Outcome::Crash, rank, "");
@@ -506,6 +508,7 @@ int Supervisor::run() {
     if (o.kind == Outcome::Anomalies && o.first > 0) {
       skips_.push_back({o.first, o.last});
       inc["skip_window"] = {o.first, o.last};
+      if (!o.anomaly.empty()) inc["anomaly"] = o.anomaly;
     }
     ++restarts_;
     const double backoff = std::min(o_.backoff_max_s, o_.backoff_s * std::pow(2.0, restarts_ - 1));

@@ -74,14 +74,22 @@ struct Runtime {
 
   void judged(const StepCheck& c, const AnomalyDecision& d) {
     if (rank != 0) return;
-    const char* what = d.verdict == StepVerdict::Abort ? "aborting the run" : "update skipped";
+    const char* what = d.verdict == StepVerdict::Abort ? "aborting the run"
+                       : d.verdict == StepVerdict::Skip ? "update skipped"
+                                                        : "warning only";
     std::fprintf(stderr, "anomaly: step %lld: %s (loss %g, grad norm %g%s), %d in a row, %lld in all: %s\n",
                  (long long)c.step, d.kind.c_str(), c.loss, c.grad_norm,
                  d.z != 0 ? cat(", z ", d.z).c_str() : "", d.consecutive, (long long)detector->anomalies(), what);
     json j = {{"step", c.step}, {"kind", d.kind}, {"loss", std::isfinite(c.loss) ? json(c.loss) : json(nullptr)},
               {"grad_norm", std::isfinite(c.grad_norm) ? json(c.grad_norm) : json(nullptr)},
               {"z", d.z}, {"consecutive", d.consecutive},
-              {"verdict", d.verdict == StepVerdict::Abort ? "abort" : "skip"}};
+              {"verdict", d.verdict == StepVerdict::Abort  ? "abort"
+                          : d.verdict == StepVerdict::Skip ? "skip"
+                                                           : "warn"}};
+    if (c.router)
+      j["router"] = {{"layer", c.router->layer}, {"since", c.router->first_step}, {"steps", c.router->steps},
+                     {"entropy", std::isfinite(c.router->entropy) ? json(c.router->entropy) : json(nullptr)},
+                     {"skip", std::isfinite(c.router->skip) ? json(c.router->skip) : json(nullptr)}};
     append_line((fs::path(out_dir) / kAnomaliesFile).string(), j.dump() + "\n");
     if (d.verdict == StepVerdict::Abort) {
       const std::string text = json{{"first", d.first_step}, {"last", c.step}, {"kind", d.kind}}.dump() + "\n";
@@ -231,7 +239,7 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
     if (!rt->seeded && resume) rt->seed_from_metrics(c.step);
     rt->seeded = true;
     AnomalyDecision d = rt->detector->judge(c);
-    if (d.verdict != StepVerdict::Update) rt->judged(c, d);
+    if (!d.kind.empty()) rt->judged(c, d);
     StepVerdict v = d.verdict;
     if (prev_judge) v = std::max(v, prev_judge(c));
     return v;

@@ -125,7 +125,14 @@ void init_params(const ModelLayout& L, uint64_t seed, T* params) {
     switch (p.role) {
       case ParamRole::Embedding: fill_normal(std0); break;
       case ParamRole::Matrix:
-        fill_normal(ends_with(p.name, "o_proj.weight") ? std_out : std0);
+        // The router MLP's layers preserve variance (std 1 / sqrt(fan in)): at std0 its three
+        // stacked layers leave the tokens' router probabilities ~1e-4 apart, far below any
+        // balancing-bias step, and every token takes the same class (docs/train.md, "Routing
+        // health").
+        if (p.name.find(".router.router_mlp.") != std::string::npos)
+          fill_normal(1.0 / std::sqrt(double(p.shape[1])));
+        else
+          fill_normal(ends_with(p.name, "o_proj.weight") ? std_out : std0);
         break;
       case ParamRole::ExpertMatrix:
         fill_normal(ends_with(p.name, "linear_fc2.weight") ? std_out : std0);

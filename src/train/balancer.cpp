@@ -90,7 +90,17 @@ void RouterBalancer::update(float* buffers) {
       const double g = double(c[e]) / double(over) - 1.0 / balanced;  // > 0: over-loaded
       float& b = buffers[off + e];
       if (s_.method == BalanceMethod::BiasSign) {
-        b -= float(s_.sign_rate * double((g > 0) - (g < 0)));
+        // The rate halves where g's sign flips (the class's share jumped across its target:
+        // the step was larger than the spread of the tokens' scores) and grows back by 1.2
+        // per step of a steady sign, up to sign_rate. m holds the last sign, v the rate.
+        const float sg = float((g > 0) - (g < 0));
+        float& last = m_[off + e];
+        float& rate = v_[off + e];
+        if (rate == 0) rate = float(s_.sign_rate);
+        else if (sg * last < 0) rate = std::max(rate * 0.5f, float(s_.sign_rate * 1e-3));
+        else if (sg * last > 0) rate = std::min(rate * 1.2f, float(s_.sign_rate));
+        if (sg != 0) last = sg;
+        b -= rate * sg;
         continue;
       }
       float& m = m_[off + e];

@@ -5,7 +5,10 @@
 //   bias_adamw  (ZAYA1): an internal AdamW on the "gradient" g_e = f_e - 1/E' updates the
 //               balancing biases (over-loaded classes fall, under-loaded rise); lr 1e-3,
 //               betas (0.9, 0.999), weight decay 0 by default.
-//   bias_sign   (DeepSeek-V3): b_e -= rate * sign(g_e), rate 1e-3.
+//   bias_sign   (DeepSeek-V3): b_e -= rate_e * sign(g_e); rate_e starts at sign_rate (1e-3),
+//               halves where g_e's sign flips (the share overshot its target: the step was
+//               wider than the tokens' spread of scores) and grows back by 1.2x per step of a
+//               steady sign, up to sign_rate (docs/train.md, "Routing health").
 //   aux_loss    (Switch): no bias update; the trainer sets Model::set_aux_loss_coeff(coeff).
 //   none        statistics only.
 // E' is the number of classes balanced over: with MoD, all E + 1 router outputs (the skip

@@ -208,12 +208,13 @@ void Optimizer::step(float* params, const float* grads, double lr, double grad_s
     if (b >= e) continue;
     const size_t k = b - owned_.begin;
     const double twd = decays(info) ? wd : 0.0;
+    const double plr = info.name.find(".router.") != std::string::npos ? lr * s_.router_lr_scale : lr;
     const int row = split ? SplitMaster::row_of(info) : 0;
     bf16* p16 = params_bf16 && !row ? params_bf16 + b : nullptr;
     if (uses_muon(info)) {
-      muon_tensor(info, params + b, grads + b, m_.data() + k, lr, twd, grad_scale, p16, row);
+      muon_tensor(info, params + b, grads + b, m_.data() + k, plr, twd, grad_scale, p16, row);
     } else {
-      const AdamWRule rule = adamw_rule(lr, twd, grad_scale);
+      const AdamWRule rule = adamw_rule(plr, twd, grad_scale);
       if (row)
         adamw_split_kernel(params + info.offset, row, b - info.offset, e - info.offset, grads + info.offset,
                            m_.data() + k, v_.data() + k, rule);
@@ -239,7 +240,8 @@ nlohmann::json Optimizer::state() const {
             {"nesterov", s_.muon.nesterov},
             {"ns_steps", s_.muon.ns_steps},
             {"rms_scale", s_.muon.rms_scale}}},
-          {"decay_embeddings", s_.decay_embeddings}};
+          {"decay_embeddings", s_.decay_embeddings},
+          {"router_lr_scale", s_.router_lr_scale}};
 }
 
 void Optimizer::load_state(const nlohmann::json& j) {

@@ -59,6 +59,9 @@ struct OptimizerSettings {
   AdamWSettings adamw;
   MuonSettings muon;
   bool decay_embeddings = false;  // weight decay on the (tied) embedding too
+  // The MoE routers' parameters (every tensor under `.router.`) step at lr x this: the bias
+  // balancer must outpace the router's own drift (docs/train.md, "Routing health").
+  double router_lr_scale = 1.0;
 };
 
 // The Newton-Schulz quintic iteration (coefficients 3.4445, -4.7750, 2.0315) on a rows x cols

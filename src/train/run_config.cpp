@@ -269,6 +269,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   opt.real("weight_decay", o.adamw.weight_decay, 0, 10);
   opt.real("grad_clip", c.grad_clip, 0, 1e12);
   opt.boolean("decay_embeddings", o.decay_embeddings);
+  opt.real("router_lr_scale", o.router_lr_scale, 0, 100);
   Fields muon(opt.table("muon"), path, "optimizer.muon");
   muon.real("momentum", o.muon.momentum, 0, 1, false, true);
   muon.boolean("nesterov", o.muon.nesterov);
@@ -300,6 +301,14 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   bal.real("aux_coeff", b.aux_coeff, 0, 100);
   bal.boolean("include_skip", b.include_skip);
   bal.finish();
+
+  Fields an(top.table("anomaly"), path, "anomaly");
+  RouterHealthSettings& rh = c.router_health;
+  an.real("router_min_entropy", rh.min_entropy, 0, 1);
+  an.real("router_max_skip", rh.max_skip, 0, 1);
+  an.integer("router_steps", rh.steps, 1, 1 << 30);
+  an.boolean("router_rollback", rh.rollback);
+  an.finish();
 
   Fields ev(top.table("eval"), path, "eval");
   ev.integer("interval", c.eval_interval, 0);

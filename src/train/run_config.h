@@ -15,10 +15,12 @@
 //   [batch]      global_batch, micro_batch, accumulation (optional check),
 //                ramp_start_fraction, ramp_tokens
 //   [optimizer]  kind ("adamw" | "muon"), lr, beta1, beta2, eps, weight_decay, grad_clip,
-//                decay_embeddings; [optimizer.muon] momentum, nesterov, ns_steps, rms_scale
+//                decay_embeddings, router_lr_scale; [optimizer.muon] momentum, nesterov, ns_steps, rms_scale
 //   [schedule]   kind ("constant" | "cosine" | "wsd"), warmup_steps, min_lr_ratio, decay_fraction
 //   [balancing]  method ("bias_adamw" | "bias_sign" | "aux_loss" | "none"), lr, beta1, beta2,
 //                eps, weight_decay, sign_rate, aux_coeff, include_skip
+//   [anomaly]    router_min_entropy, router_max_skip, router_steps, router_rollback (routing
+//                health, train/router_health.h)
 //   [eval]       interval (steps, 0: only at the end), windows (validation windows), batch,
 //                tasks (zaya eval task names or .json task files), data_dir, tasks_interval,
 //                tasks_limit
@@ -38,6 +40,7 @@
 
 #include "model/config.h"
 #include "train/balancer.h"
+#include "train/router_health.h"
 #include "data/loader.h"
 #include "train/optim.h"
 #include "train/schedule.h"
@@ -86,6 +89,7 @@ struct RunConfig {
   LrSchedule schedule;
 
   BalancerSettings balancing;
+  RouterHealthSettings router_health;
 
   int64_t eval_interval = 0;
   int eval_windows = 16, eval_batch = 8;

@@ -74,6 +74,7 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
   zero1_ = std::make_unique<parallel::Zero1>(model_->layout.params, groups_, zs);
   optimizer_ = std::make_unique<Optimizer>(model_->layout.params, cfg_.optimizer, zero1_->owned());
   balancer_ = std::make_unique<RouterBalancer>(model_->layout, cfg_.balancing);
+  router_health_ = RouterHealthMonitor(cfg_.router_health);
 
   // Every input is read (data above, checkpoint or init-from weights here) before out_dir is
   // made: a run that fails on bad input leaves nothing behind.
@@ -184,6 +185,7 @@ StepRecord Trainer::train_step() {
   if (ep_experts_) ep_experts_->comm_seconds = 0;
   if (cp_shard_) cp_shard_->comm_seconds = 0;
   StepVerdict verdict = StepVerdict::Update;
+  bool router_abort = false;  // the verdict is a routing-health rollback
   if (in_skip_window(step_ + 1)) {
     // The batch is drawn (the loader moves on) but nothing is trained: every rank alike.
     r.data_skipped = r.skipped = true;
@@ -225,8 +227,13 @@ StepRecord Trainer::train_step() {
     r.loss = sums[0] / count_all;
     r.aux_loss = sums[1] / (double(micro_steps) * L.data_world());
     r.grad_norm = zero1_->grad_norm();
-    StepCheck check{step_ + 1, r.loss, r.grad_norm, std::isfinite(r.loss) && std::isfinite(r.grad_norm)};
-    verdict = hooks_.judge ? hooks_.judge(check) : (check.finite ? StepVerdict::Update : StepVerdict::Skip);
+    StepCheck check{step_ + 1, r.loss, r.grad_norm, std::isfinite(r.loss) && std::isfinite(r.grad_norm), std::nullopt};
+    check.router = judge_routing(step_ + 1);
+    router_abort = check.router && check.router->rollback;
+    verdict = hooks_.judge ? hooks_.judge(check)
+              : !check.finite ? StepVerdict::Skip
+              : check.router && check.router->rollback ? StepVerdict::Abort
+                                                       : StepVerdict::Update;
     if (groups_.world.size() > 1) verdict = agree(verdict);
     const double scale = clip_factor(r.grad_norm, cfg_.grad_clip);
     r.clipped = scale < 1.0;
@@ -257,6 +264,11 @@ StepRecord Trainer::train_step() {
   r.worst_load = balancer_->worst();
   write_metrics(step_json(r));
   if (hooks_.on_step) hooks_.on_step(r);
+  if (verdict == StepVerdict::Abort && router_abort)
+    throw AnomalyAbort(cat("step ", step_, ": routing collapsed (", router_health_.alarmed(),
+                           " MoE layer(s) unhealthy for ", cfg_.router_health.steps,
+                           " steps); stopping for a rollback"),
+                       step_);
   if (verdict == StepVerdict::Abort)
     throw AnomalyAbort(cat("step ", step_, ": too many consecutive anomalies; stopping for a rollback"), step_);
   return r;
@@ -351,6 +363,35 @@ json Trainer::step_json(const StepRecord& r) const {
           {"step_s", r.seconds},   {"tokens_per_s", r.tokens_per_second}, {"comm_s", r.comm_seconds},
           {"data_skipped", r.data_skipped},
           {"load", load_json(r.worst_load)}, {"layers", loads}};
+}
+
+// Routing health of this step's global-batch loads: a warning and a `router_health` record
+// in metrics.jsonl when a layer's streak reaches router_steps and when it recovers. Returns
+// the first alarm of the step, for the anomaly handling.
+std::optional<RouterAlarm> Trainer::judge_routing(int64_t step) {
+  balancer_->compute_loads();
+  const RouterHealthEvents ev = router_health_.observe(step, balancer_->loads());
+  const RouterHealthSettings& s = cfg_.router_health;
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  for (const RouterAlarm& a : ev.alarms) {
+    if (root_)
+      log_warn("step ", step, ": MoE layer ", a.layer, " routing unhealthy for ", a.steps, " steps (since step ",
+               a.first_step, "): load entropy ", a.entropy, " (min ", s.min_entropy, "), skip share ", a.skip,
+               " (max ", s.max_skip, ")", a.rollback ? "; stopping for a rollback" : "");
+    write_metrics({{"type", "router_health"}, {"step", step}, {"layer", a.layer}, {"state", "collapsed"},
+                   {"since", a.first_step}, {"steps", a.steps}, {"entropy", num(a.entropy)}, {"skip", num(a.skip)},
+                   {"min_entropy", s.min_entropy}, {"max_skip", s.max_skip}, {"rollback", a.rollback}});
+  }
+  for (const RouterAlarm& a : ev.recovered) {
+    if (root_)
+      log_warn("step ", step, ": MoE layer ", a.layer, " routing healthy again after ", a.steps, " steps (load entropy ",
+               a.entropy, ", skip share ", a.skip, ")");
+    write_metrics({{"type", "router_health"}, {"step", step}, {"layer", a.layer}, {"state", "recovered"},
+                   {"since", a.first_step}, {"steps", a.steps}, {"entropy", num(a.entropy)}, {"skip", num(a.skip)},
+                   {"min_entropy", s.min_entropy}, {"max_skip", s.max_skip}, {"rollback", a.rollback}});
+  }
+  if (ev.alarms.empty()) return std::nullopt;
+  return ev.alarms.front();
 }
 
 void Trainer::write_metrics(const json& j) {

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,9 @@ struct StepCheck {
   double loss = 0;         // global-batch mean loss (identical on every rank)
   double grad_norm = 0;    // global gradient norm before clipping (identical on every rank)
   bool finite = true;      // loss and grad_norm are both finite
+  // A MoE layer whose routing stayed unhealthy for [anomaly] router_steps steps, reached at
+  // this step (train/router_health.h); with router.rollback the step aborts for a rollback.
+  std::optional<RouterAlarm> router;
 };
 
 struct TrainerHooks {
@@ -211,6 +215,7 @@ class Trainer {
   bool in_skip_window(int64_t step) const;
   StepVerdict agree(StepVerdict v);
   void write_metrics(const nlohmann::json& j);
+  std::optional<RouterAlarm> judge_routing(int64_t step);
   void trim_metrics_after(int64_t step);
   nlohmann::json step_json(const StepRecord& r) const;
 
@@ -226,6 +231,7 @@ class Trainer {
   std::unique_ptr<parallel::Zero1> zero1_;            // gradient reduction, parameter all-gather
   std::unique_ptr<Optimizer> optimizer_;              // steps zero1_->owned() (all of it without ZeRO-1)
   std::unique_ptr<RouterBalancer> balancer_;
+  RouterHealthMonitor router_health_;
   std::unique_ptr<DataLoader> loader_;
   std::vector<TokenStream> val_;  // one per source with validation shards
   std::vector<std::string> val_names_;
