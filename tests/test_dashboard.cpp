@@ -211,6 +211,13 @@ TEST(Dashboard, ServesOnlyItsFixedPaths) {
     ASSERT_TRUE(res) << other;
     EXPECT_EQ(res->status, 404) << other;
   }
+  // A request addressed to another name (DNS rebinding) is refused.
+  res = c.Get("/api/runs", httplib::Headers{{"Host", "rebound.example:80"}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 403);
+  res = c.Get("/api/runs", httplib::Headers{{"Host", "localhost:" + std::to_string(port)}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
   res = c.Post("/api/runs", "x", "text/plain");
   ASSERT_TRUE(res);
   EXPECT_NE(res->status, 200);

@@ -40,6 +40,16 @@ bool param_u64(const httplib::Request& rq, const char* key, uint64_t& out) {
   return true;
 }
 
+bool loopback_name(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// The host part of a Host header ("127.0.0.1:8050", "[::1]:8050", "localhost").
+std::string host_of(const std::string& h) {
+  if (!h.empty() && h[0] == '[') return h.substr(1, h.find(']') - 1);
+  return h.substr(0, h.find(':'));
+}
+
 void reply_json(httplib::Response& res, const nlohmann::json& j, int status = 200) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
@@ -77,6 +87,15 @@ int DashboardServer::bind() {
   s.set_payload_max_length(4096);  // GET only: a request carries no body worth reading
   s.set_keep_alive_max_count(100);
 
+  // Bound to loopback, the server answers only requests addressed to loopback: a web page
+  // elsewhere that rebinds its own name to 127.0.0.1 cannot read the runs through a browser.
+  if (loopback_name(opt_.host))
+    s.set_pre_routing_handler([](const httplib::Request& rq, httplib::Response& res) {
+      if (loopback_name(host_of(rq.get_header_value("Host")))) return httplib::Server::HandlerResponse::Unhandled;
+      res.status = 403;
+      res.set_content("error 403: Host is not a loopback name\n", "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
     res.set_content(std::string(page_html()), "text/html; charset=utf-8");
