@@ -1,5 +1,6 @@
 #include "size/hardware.h"
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -121,6 +122,13 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   top.get("notes");
   top.reject_unknown();
 
+  // Counts and tile sizes are whole numbers in [0, 2^30], checked before the cast to int (a
+  // double out of int's range, such as 1.2e12, is undefined behaviour: tests/fuzz's hardware).
+  auto count = [&](double v, const std::string& field) {
+    if (!(v >= 0 && v <= double(1 << 30)) || v != std::floor(v))
+      fail(path, ": field '", field, "' must be a whole number in [0, 2^30], got ", v);
+    return int(v);
+  };
   const toml::table& c = sub_table(root, "compute", path);
   TableReader cr{c, path + " [compute]", {}};
   for (auto&& [k, v] : c) {
@@ -131,9 +139,9 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
       hw.peak_tflops[dt] = cr.num(key, 0, true);
     }
   }
-  hw.compute_units = int(cr.num("compute_units", 0, true));
+  hw.compute_units = count(cr.num("compute_units", 0, true), "compute_units");
   hw.gemm_efficiency = cr.num("gemm_efficiency", 0, true);
-  hw.width_multiple = int(cr.num("width_multiple", 64, false));
+  hw.width_multiple = count(cr.num("width_multiple", 64, false), "width_multiple");
   hw.kernel_overhead_us = cr.num("kernel_overhead_us", 0, false);
   hw.elementwise.exp_f32_per_s = cr.num("exp_f32_per_s", 0, false);
   hw.elementwise.erf_f32_per_s = cr.num("erf_f32_per_s", 0, false);
@@ -149,7 +157,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
         if (auto v = x.as_floating_point()) return v->get();
         fail(path, ": field 'tiles': entries must be numbers");
       };
-      hw.tiles.push_back({int(val(0)), int(val(1)), int(val(2)), val(3)});
+      hw.tiles.push_back({count(val(0), "tiles"), count(val(1), "tiles"), count(val(2), "tiles"), val(3)});
     }
   }
   cr.reject_unknown();
@@ -165,7 +173,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
 
   const toml::table& n = sub_table(root, "network", path);
   TableReader nr{n, path + " [network]", {}};
-  hw.devices_per_node = int(nr.num("devices_per_node", 1, false));
+  hw.devices_per_node = count(nr.num("devices_per_node", 1, false), "devices_per_node");
   hw.intra.bandwidth_GBps = nr.num("intra_bandwidth_GBps", 0, true);
   hw.intra.latency_us = nr.num("intra_latency_us", 0, false);
   hw.inter.bandwidth_GBps = nr.num("inter_bandwidth_GBps", 0, true);
