@@ -1,6 +1,7 @@
 #include "size/hardware.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -192,12 +193,28 @@ HardwareProfile load_hardware_profile(const std::string& path) {
   return parse_hardware_profile(os.str(), path);
 }
 
+// A TOML basic string: quotes, backslashes and control characters escaped, so a name read
+// from a profile (where "\u0001" is legal) is written back as TOML that parses.
+static std::string toml_quoted(const std::string& v) {
+  std::string out = "\"";
+  for (unsigned char c : v) {
+    if (c == '"' || c == '\\') out += '\\', out += char(c);
+    else if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04X", unsigned(c));
+      out += buf;
+    } else out += char(c);
+  }
+  return out + "\"";
+}
+
 std::string hardware_profile_to_toml(const HardwareProfile& hw) {
   std::ostringstream os;
   os.precision(10);
-  os << "name = \"" << hw.name << "\"\nkind = \"" << hw.kind << "\"\nnotes = \"built from " << hw.source
-     << (hw.network_source.empty() || hw.network_source == hw.source ? "" : " and " + hw.network_source)
-     << "\"\n\n[compute]\n";
+  const std::string notes = "built from " + hw.source +
+                            (hw.network_source.empty() || hw.network_source == hw.source ? "" : " and " + hw.network_source);
+  os << "name = " << toml_quoted(hw.name) << "\nkind = " << toml_quoted(hw.kind) << "\nnotes = " << toml_quoted(notes)
+     << "\n\n[compute]\n";
   for (auto& [k, v] : hw.peak_tflops) os << "peak_tflops_" << k << " = " << v << "\n";
   os << "compute_units = " << hw.compute_units << "\ngemm_efficiency = " << hw.gemm_efficiency
      << "\nwidth_multiple = " << hw.width_multiple << "\nkernel_overhead_us = " << hw.kernel_overhead_us
