@@ -15,7 +15,7 @@ namespace zaya {
 
 namespace {
 
-constexpr size_t kRawChunk = size_t(1) << 20;  // file bytes per read()
+constexpr size_t kRawChunk = size_t(256) << 10;  // file bytes per read() (grows for a frame header that straddles it)
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && std::string_view(s).substr(s.size() - suffix.size()) == suffix;
@@ -205,7 +205,7 @@ size_t ByteSource::read_zstd(char* out, size_t cap) {
 
 // ---------------------------------------------------------------- lines
 
-LineReader::LineReader(std::string path) : src_(std::move(path)) { buf_.resize(size_t(1) << 20); }
+LineReader::LineReader(std::string path) : src_(std::move(path)) { buf_.resize(size_t(256) << 10); }
 
 bool LineReader::next(std::string_view& line) {
   size_t scan = begin_;

@@ -54,11 +54,13 @@ struct Doc {
   DocHash hash;
   size_t utf8_replaced = 0;
   Status status = Ok;
+  bool val = false;  // goes to the validation split
 };
 
-// One record into a document: parse its JSON line, repair its UTF-8, hash it. `json` is this
-// thread's parser.
-void make_document(RawRecord& rec, const TextKey& key, JsonTextExtractor& json, const CorpusReader& reader, Doc& d) {
+// One record into a document: parse its JSON line, repair its UTF-8, hash it, pick its split.
+// `json` is this thread's parser.
+void make_document(RawRecord& rec, const TextKey& key, double val_fraction, JsonTextExtractor& json,
+                   const CorpusReader& reader, Doc& d) {
   d = Doc{};
   if (rec.json) {
     // simdjson refuses invalid UTF-8 anywhere in a line: repair the line first.
@@ -82,6 +84,7 @@ void make_document(RawRecord& rec, const TextKey& key, JsonTextExtractor& json, 
     return;
   }
   d.hash = hash_document(d.text);
+  d.val = goes_to_val(d.text, val_fraction);
 }
 
 // Batches of raw records, read ahead by a thread of their own (reading, decompressing and
@@ -265,7 +268,7 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
 #pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
     for (long i = 0; i < long(n); ++i) {
       try {
-        make_document(batch.records[size_t(i)], key, *parsers[size_t(omp_get_thread_num())], reader, docs[size_t(i)]);
+        make_document(batch.records[size_t(i)], key, opt.val_fraction, *parsers[size_t(omp_get_thread_num())], reader, docs[size_t(i)]);
       } catch (...) {
 #pragma omp critical
         if (!err) err = std::current_exception();
@@ -308,7 +311,7 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
     // ...and write them in input order.
     for (size_t i = 0; i < n && !done; ++i) {
       if (docs[i].status != Doc::Ok) continue;
-      bool val = goes_to_val(docs[i].text, opt.val_fraction);
+      const bool val = docs[i].val;
       PrepareSplit& split = val ? res.val : res.train;
       buf.assign(encoded[i].begin(), encoded[i].end());
       buf.push_back(uint32_t(eos));

@@ -21,6 +21,7 @@ targets=("$@")
   gguf spm_model eval_task hardware)
 [ $# -eq 0 ] && targets+=(parquet)
 [ $# -eq 0 ] && targets+=(megatron_idx)
+[ $# -eq 0 ] && targets+=(jsonl)
 cxx="${CXX_FUZZ:-clang++-14}"
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (make deps installs clang-14)"; exit 1; }
 
