@@ -21,18 +21,23 @@ train() {  # name flags...
     { cat "$T/$name.log"; fail "$name: run failed"; }
 }
 
+# Anomalies of the loss and gradients, one line each: ft_setup's tiny model routes every token
+# to one expert (bias_adamw at lr 1e-2), so the router-health detector adds router_collapse
+# warnings to the same file, which these counts leave out (tests/routing_health.sh checks them).
+loss_anomalies() { grep -v '"kind":"router_collapse"' "$1" | grep -c . || true; }
+
 train skip4 --skip-steps 4:4
 ZAYA_INJECT="nan:step=4" train nan  # the environment variable, same syntax as --inject
 grep -q '"step":4,"time"' "$T/nan/faults-injected.jsonl" || fail "nan: not injected"
 grep -q 'anomaly: step 4: nonfinite' "$T/nan.log" || { cat "$T/nan.log"; fail "nan: not logged"; }
-[ "$(wc -l < "$T/nan/anomalies.jsonl")" -eq 1 ] || fail "nan: anomalies.jsonl should count 1 anomaly"
+[ "$(loss_anomalies "$T/nan/anomalies.jsonl")" -eq 1 ] || fail "nan: anomalies.jsonl should count 1 anomaly"
 grep -q '"skipped":true' <(grep '"step":4,' "$T/nan/metrics.jsonl") || fail "nan: step 4 not marked skipped in metrics"
 ft_same_weights "$T/skip4" "$T/nan" nan
 
 train skip15 --skip-steps 15:15
 train spike --anomaly-zscore 20 --anomaly-window 10 --inject spike:step=15,factor=1000
 grep -q '"kind":"grad_norm_spike"' "$T/spike/anomalies.jsonl" || { cat "$T/spike.log"; fail "spike: not detected"; }
-[ "$(wc -l < "$T/spike/anomalies.jsonl")" -eq 1 ] || { cat "$T/spike/anomalies.jsonl"; fail "spike: false positives"; }
+[ "$(loss_anomalies "$T/spike/anomalies.jsonl")" -eq 1 ] || { cat "$T/spike/anomalies.jsonl"; fail "spike: false positives"; }
 ft_same_weights "$T/skip15" "$T/spike" spike
 train spike_off --inject spike:step=15,factor=1000
 [ "$(ft_checksums "$T/spike_off")" != "$(ft_checksums "$T/skip15")" ] || fail "spike_off: a spike without the detector changed nothing (the test cannot fail)"

@@ -213,6 +213,8 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
   for (const auto& f : files) total_bytes += f.bytes;
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
 
+  std::unique_ptr<Tokenizer> tok;
+  if (!opt.tokenizer.empty()) tok = load_tokenizer(opt.tokenizer);  // validates it before OUT is touched
   PrepareStaging staging(opt.out_dir);
   const fs::path out(opt.out_dir), stage(staging.dir());
   PrepareResult res;
@@ -220,7 +222,6 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
   // its tokenizer_config.json), staged with the outputs it made.
   std::string staged_tokenizer;
   if (!opt.tokenizer.empty()) {
-    load_tokenizer(opt.tokenizer);  // validates the given file; errors name it
     const auto tfiles = tokenizer_files(opt.tokenizer);
     for (const auto& [src, name] : tfiles) write_file_atomic((stage / name).string(), read_file_bytes(src));
     staged_tokenizer = (stage / tfiles[0].second).string();
@@ -236,7 +237,7 @@ PrepareResult prepare_corpus(const PrepareOptions& opt) {
       opt.on_note("tokenizer: trained " + opt.train.model_type + " vocab " + std::to_string(opt.train.vocab_size) +
                   " on " + human_bytes(double(text)) + " of text -> " + res.tokenizer_path);
   }
-  std::unique_ptr<Tokenizer> tok = load_tokenizer(staged_tokenizer);
+  if (!tok) tok = load_tokenizer(staged_tokenizer);
   res.vocab_size = tok->vocab_size();
   const int eos = tok->eos_id();
   ZAYA_CHECK(eos >= 0 && eos < res.vocab_size, res.tokenizer_path, ": tokenizer has no EOS id");

@@ -94,6 +94,7 @@ std::unique_ptr<SplitWriter> make_split_writer(const std::string& format, const 
 
 PrepareStaging::PrepareStaging(std::string out_dir) : out_(std::move(out_dir)) {
   std::error_code ec;
+  created_ = !fs::exists(out_, ec);
   fs::create_directories(out_, ec);
   ZAYA_CHECK(fs::is_directory(out_), out_, ": cannot create output directory: ", ec.message());
   for (const auto& e : fs::directory_iterator(out_)) {  // staging of killed runs
@@ -110,7 +111,9 @@ PrepareStaging::PrepareStaging(std::string out_dir) : out_(std::move(out_dir)) {
 
 PrepareStaging::~PrepareStaging() {
   std::error_code ec;
-  if (!committed_) fs::remove_all(dir_, ec);
+  if (committed_) return;
+  fs::remove_all(dir_, ec);
+  if (created_ && fs::is_empty(out_, ec)) fs::remove(out_, ec);  // a failed run leaves no trace
 }
 
 void PrepareStaging::commit(const std::string& meta_text, const std::function<void(const std::string&)>& note) {

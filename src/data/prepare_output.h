@@ -30,7 +30,8 @@ class PrepareStaging {
   // Makes OUT (if needed) and OUT/.prepare-PID; removes staging directories that killed runs
   // left behind (those whose process is gone).
   explicit PrepareStaging(std::string out_dir);
-  ~PrepareStaging();  // removes the staging directory unless committed
+  // Unless committed: removes the staging directory, and OUT too when this run made it.
+  ~PrepareStaging();
   PrepareStaging(const PrepareStaging&) = delete;
   PrepareStaging& operator=(const PrepareStaging&) = delete;
 
@@ -43,7 +44,7 @@ class PrepareStaging {
 
  private:
   std::string out_, dir_;
-  bool committed_ = false;
+  bool committed_ = false, created_ = false;
 };
 
 }  // namespace zaya
