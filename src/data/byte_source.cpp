@@ -17,10 +17,6 @@ namespace {
 
 constexpr size_t kRawChunk = size_t(256) << 10;  // file bytes per read() (grows for a frame header that straddles it)
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && std::string_view(s).substr(s.size() - suffix.size()) == suffix;
-}
-
 std::string hex_prefix(const char* p, size_t n) {
   static const char* digits = "0123456789abcdef";
   std::string out;
@@ -41,8 +37,8 @@ bool is_zstd_frame_magic(const char* p) {
 }  // namespace
 
 Compression compression_of(const std::string& path) {
-  if (ends_with(path, ".gz")) return Compression::Gzip;
-  if (ends_with(path, ".zst") || ends_with(path, ".zstd")) return Compression::Zstd;
+  if (path.ends_with(".gz")) return Compression::Gzip;
+  if (path.ends_with(".zst") || path.ends_with(".zstd")) return Compression::Zstd;
   return Compression::None;
 }
 

@@ -12,23 +12,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && std::string_view(s).substr(s.size() - suffix.size()) == suffix;
-}
-
 const char* kSupported = ".jsonl, .json, .txt (each also as .gz or .zst), .parquet";
 
 // The name without a compression suffix: "a.jsonl.zst" -> "a.jsonl".
 std::string strip_compression(const std::string& name) {
   for (std::string_view s : {".gz", ".zst", ".zstd"})
-    if (ends_with(name, s)) return name.substr(0, name.size() - s.size());
+    if (name.ends_with(s)) return name.substr(0, name.size() - s.size());
   return name;
 }
 
 bool supported_name(const std::string& name) {
   std::string base = strip_compression(name);
-  return ends_with(base, ".jsonl") || ends_with(base, ".json") || ends_with(base, ".txt") ||
-         (base == name && ends_with(name, ".parquet"));
+  return base.ends_with(".jsonl") || base.ends_with(".json") || base.ends_with(".txt") ||
+         (base == name && name.ends_with(".parquet"));
 }
 
 }  // namespace
@@ -46,11 +42,11 @@ CorpusFile corpus_file(const std::string& path) {
   f.path = path;
   f.compression = compression_of(path);
   const std::string base = strip_compression(fs::path(path).filename().string());
-  if (ends_with(base, ".jsonl") || ends_with(base, ".json"))
+  if (base.ends_with(".jsonl") || base.ends_with(".json"))
     f.format = CorpusFormat::JsonLines;
-  else if (ends_with(base, ".txt"))
+  else if (base.ends_with(".txt"))
     f.format = CorpusFormat::Text;
-  else if (ends_with(base, ".parquet") && f.compression == Compression::None)
+  else if (base.ends_with(".parquet") && f.compression == Compression::None)
     f.format = CorpusFormat::Parquet;  // compressed page by page inside
   else
     fail(path, ": unsupported input (supported: ", kSupported, ")");

@@ -166,13 +166,12 @@ std::function<bool(std::string&)> training_lines(CorpusReader& reader, const Tex
     while (*pos >= doc->size()) {
       RawRecord rec;
       if (!reader.next(rec)) return false;
+      repair_utf8(rec.text);  // a JSON line's strings are valid UTF-8 once the line is
       if (rec.json) {
-        repair_utf8(rec.text);
         if (!json->extract(rec.text, key, *doc).empty()) doc->clear();
       } else {
         doc->swap(rec.text);
       }
-      repair_utf8(*doc);
       *pos = 0;
     }
     size_t nl = doc->find('\n', *pos);

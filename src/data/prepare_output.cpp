@@ -128,7 +128,7 @@ void PrepareStaging::commit(const std::string& meta_text, const std::function<vo
     fs::rename(fs::path(dir_) / name, out / name, ec);
     ZAYA_CHECK(!ec, (out / name).string(), ": cannot move into place: ", ec.message());
   }
-  // Outputs of an earlier run that this one did not write: shards of a larger run, a dataset of
+  // Outputs of a previous prepare that this one did not write: shards of a larger run, a dataset of
   // the other format, a tokenizer of the other kind.
   static const std::regex outputs("(train|val)_[0-9]{3,}\\.bin|(train|val)_text_document\\.(bin|idx)");
   const bool json_tok = staged.count("tokenizer.json") > 0, model_tok = staged.count("tokenizer.model") > 0;
