@@ -21,19 +21,8 @@ PY=/usr/bin/python3
 
 "$ZAYA" prepare --input tests/data/kjv_sample.txt --out "$W/data" --vocab-size 320 >"$W/prepare.log" 2>&1 ||
   { cat "$W/prepare.log"; die "prepare"; }
-cat >"$W/model.toml" <<TOML
-name = "fewshot-tiny"
-model_type = "zaya"
-hidden_size = 32
-vocab_size = 320
-num_attention_heads = 8
-cca_num_q_heads = 4
-num_query_groups_list = 2
-zaya_layers = ["a", 4, "a", 4]
-ffn_hidden_size_list = 48
-zaya_mlp_expansion = 16
-max_position_embeddings = 128
-TOML
+source tests/lib/tiny_model.sh
+tiny_model_toml fewshot-tiny >"$W/model.toml"
 cat >"$W/run.toml" <<TOML
 [run]
 name = "run"

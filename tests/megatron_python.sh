@@ -33,19 +33,8 @@ done
 # 2. Python writes, zaya trains.
 python3 tests/megatron_ref.py write "$W/data" train "$W/py_train" || fail "Python writer (train)"
 python3 tests/megatron_ref.py write "$W/data" val "$W/py_val" || fail "Python writer (val)"
-cat >"$W/model.toml" <<'TOML'
-name = "megatron-python"
-model_type = "zaya"
-hidden_size = 32
-vocab_size = 320
-num_attention_heads = 8
-cca_num_q_heads = 4
-num_query_groups_list = 2
-zaya_layers = ["a", 4, "a", 4]
-ffn_hidden_size_list = 48
-zaya_mlp_expansion = 16
-max_position_embeddings = 128
-TOML
+source tests/lib/tiny_model.sh
+tiny_model_toml megatron-python >"$W/model.toml"
 run_toml() {  # $1 run name, $2 the source's lines
   cat <<TOML
 [run]
