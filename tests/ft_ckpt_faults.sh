@@ -4,8 +4,9 @@
 #    `latest` still names step 5, which verifies, and no step_00000010 or temporary directory is
 #    left where a reader could find it. The same under zaya launch: the supervisor restarts
 #    from step 5 and the run finishes bit-identical to an uninterrupted one.
-#  - kill -9 of the trainer at random moments while it checkpoints every step (20 times):
-#    after each kill `latest` verifies, and the next --resume picks up from it.
+#  - SIGKILL at every point of a save (its start, before each file it writes), synchronous and
+#    async: after each kill `latest` verifies and names the step before, and the resumed run
+#    ends bit-identical to an uninterrupted one.
 #   bash tests/ft_ckpt_faults.sh <zaya-binary> <build-dir>
 ZAYA=${1:?usage: ft_ckpt_faults.sh <zaya-binary> <build-dir>}
 source "$(dirname "$0")/ft/lib.sh"
@@ -36,26 +37,36 @@ i=$(grep '"kind":"crash"' "$T/enospc/incidents.jsonl") || { cat "$T/enospc.log";
 echo "$i" | grep -q '"step_resumed_from":5,' || fail "enospc: not resumed from step 5: $i"
 ft_same_weights "$T/ref" "$T/enospc" enospc
 
-# kill -9 at random moments of a run that checkpoints every step.
-ft_setup "$ZAYA" "$T/k9" 100000 1
-KILLS=${FT_KILLS:-20}
-mid_save=0
-for i in $(seq 1 "$KILLS"); do
-  rm -f "$T/k9/hb/rank-0.json"
-  "$ZAYA" train --config "$T/k9/run.toml" --out "$T/k9/out" --quiet --resume --heartbeat-dir "$T/k9/hb" \
-    > "$T/k9/run.log" 2>&1 &
-  pid=$!
-  # Past start-up (however loaded the machine), then a random moment of training and saving.
-  for _ in $(seq 1 600); do grep -q '"stage":"step"' "$T/k9/hb/rank-0.json" 2>/dev/null && break; sleep 0.1; done
-  sleep "$(awk -v s="$RANDOM" 'BEGIN {printf "%.3f", (s % 800) / 1000}')"
-  kill -9 "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  ls -A "$T/k9/out/ckpt" 2>/dev/null | grep -q '^\.tmp-' && mid_save=$((mid_save + 1))
-  [ -e "$T/k9/out/ckpt/latest" ] || continue
-  "$ZAYA" ckpt verify "$T/k9/out/ckpt" > "$T/k9/verify.log" 2>&1 ||
-    { cat "$T/k9/verify.log"; fail "kill -9 #$i: latest ($(cat "$T/k9/out/ckpt/latest")) does not verify"; }
+# Kills inside saves, at every point a save passes: its start (K=0), then before each file it
+# writes (K=1..W: the tensor files, the tokenizer copy, the manifest, and `latest` after the
+# new directory is in place), each through the injector at a known step of a run that saves
+# every step. After each kill `latest` verifies and still names the step before; the run then
+# resumes, and after the last kill finishes bit-identical to an uninterrupted run. Synchronous
+# and background (async) saves. Kills at random moments in real time: bench/ckpt_kill_soak.sh.
+ft_setup "$ZAYA" "$T/k" 20 1
+"$ZAYA" train --config "$T/k/run.toml" --out "$T/k/ref" --quiet > "$T/k/ref.log" 2>&1 || { cat "$T/k/ref.log"; fail "kill: reference run"; }
+ref_ckpt="$T/k/ref/ckpt/$(cat "$T/k/ref/ckpt/latest")"
+W=$(( $(ls "$ref_ckpt" | wc -l) + 1 ))  # the files of a step directory, then `latest`
+[ "$W" -ge 4 ] || fail "kill: a save writes only $W files"
+for mode in sync async; do
+  toml="$T/k/run.toml"
+  [ "$mode" = sync ] && toml="$T/k/run-sync.toml"
+  out="$T/k/$mode"
+  for K in $(seq 0 "$W"); do
+    S=$((3 + K))
+    spec="kill:rank=0,step=$S,at=checkpoint"
+    [ "$K" -gt 0 ] && spec="$spec,nth=$K"
+    rc=0
+    "$ZAYA" train --config "$toml" --out "$out" --quiet --resume --inject "$spec" > "$T/k/run.log" 2>&1 || rc=$?
+    [ "$rc" -eq 137 ] || { cat "$T/k/run.log"; fail "kill $mode K=$K: exit code $rc, expected 137 (SIGKILL)"; }
+    grep -q "\"fault\":\"$spec\"" "$out/faults-injected.jsonl" || fail "kill $mode K=$K: $spec did not fire"
+    "$ZAYA" ckpt verify "$out/ckpt" > "$T/k/verify.log" 2>&1 ||
+      { cat "$T/k/verify.log"; fail "kill $mode K=$K: latest ($(cat "$out/ckpt/latest")) does not verify"; }
+    [ "$(cat "$out/ckpt/latest")" = "$(printf 'step_%08d' $((S - 1)))" ] ||
+      fail "kill $mode K=$K at step $S: latest is $(cat "$out/ckpt/latest"), expected step $((S - 1))"
+  done
+  "$ZAYA" train --config "$toml" --out "$out" --quiet --resume > "$T/k/run.log" 2>&1 || { cat "$T/k/run.log"; fail "kill $mode: final resume"; }
+  ft_same_weights "$T/k/ref" "$out" "kill-in-save-$mode"
+  echo "kill $mode: $((W + 1)) kills, one at each point of a save (start, then before each of $W writes), latest verified after each"
 done
-last=$(cat "$T/k9/out/ckpt/latest" 2>/dev/null) || fail "kill -9: no checkpoint after $KILLS runs"
-[ "$mid_save" -ge 1 ] || fail "kill -9: no kill landed during a save (the loop tested nothing)"
-echo "kill -9: $KILLS kills ($mid_save during a save), latest verified after each; last $last"
-echo "ft_ckpt_faults: ENOSPC and kill -9 during saves never leave latest unverifiable"
+echo "ft_ckpt_faults: ENOSPC and kills at every point of a save never leave latest unverifiable"

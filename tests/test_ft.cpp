@@ -100,6 +100,69 @@ TEST(FaultSpec, ErrorsNameTheSpecAndKey) {
   EXPECT_NE(error_of([] { parse_fault("hang:step=2,at=eval"); }).find("at=eval must be step or checkpoint"),
             std::string::npos);
   EXPECT_NE(error_of([] { parse_fault("stop:rank=1"); }).find("step=S is required for stop"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_fault("kill:step=2,nth=3"); }).find("nth=K needs at=checkpoint"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_fault("kill:step=2,at=checkpoint,nth=0"); }).find("nth=0 is not an integer >= 1"),
+            std::string::npos);
+}
+
+TEST(FaultSpec, KillInASaveAtItsStartOrItsNthWrite) {
+  FaultSpec start = parse_fault("kill:step=5,at=checkpoint");
+  EXPECT_TRUE(start.at_checkpoint);
+  EXPECT_EQ(start.nth, 0);
+  EXPECT_EQ(start.text(), "kill:rank=0,step=5,at=checkpoint");
+  FaultSpec third = parse_fault("kill:rank=1,step=5,at=checkpoint,nth=3");
+  EXPECT_EQ(third.nth, 3);
+  EXPECT_EQ(third.text(), "kill:rank=1,step=5,at=checkpoint,nth=3");
+  EXPECT_EQ(parse_fault(third.text()).text(), third.text());
+  EXPECT_EQ(parse_fault("kill:step=5").nth, 0);
+}
+
+TEST(Injector, SlowFactorAppliesToItsRankFromItsStep) {
+  TempDir d("slow");
+  FaultInjector r1(parse_faults("slow:rank=1,factor=8,step=4"), 1, d / "f.jsonl", false);
+  EXPECT_DOUBLE_EQ(r1.slow_factor(3), 1.0);
+  EXPECT_DOUBLE_EQ(r1.slow_factor(4), 8.0);
+  EXPECT_DOUBLE_EQ(r1.slow_factor(40), 8.0);
+  FaultInjector r0(parse_faults("slow:rank=1,factor=8"), 0, d / "g.jsonl", false);
+  EXPECT_DOUBLE_EQ(r0.slow_factor(4), 1.0);
+  FaultInjector all(parse_faults("slow:rank=0,factor=2"), 0, d / "h.jsonl", false);
+  EXPECT_DOUBLE_EQ(all.slow_factor(1), 2.0) << "no step: slow from the start";
+  // Counted clock: no sleep, whatever the unit (an hour here would hang the test).
+  all.before_step(2, 3600.0, true);
+}
+
+TEST(Injector, KillAtTheNthWriteOfASaveLeavesLatestVerifiable) {
+  for (int nth : {1, 2, 3, 4}) {
+    TempDir d("killsave");
+    save_ckpt(d / "ckpt", 2, 1.0f);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      FaultInjector inj(parse_faults(cat("kill:step=4,at=checkpoint,nth=", nth)), 0, d / "f.jsonl", false);
+      inj.on_stage("checkpoint", 4);
+      save_ckpt(d / "ckpt", 4, 2.0f);  // params, optim, manifest, latest: the kill lands before one
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "nth=" << nth << ": the save was not killed";
+    EXPECT_EQ(WTERMSIG(status), SIGKILL);
+    std::ifstream rec(d / "f.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(rec, line)) << "the kill was not recorded";
+    EXPECT_NE(line.find(cat("nth=", nth)), std::string::npos) << line;
+    Checkpoint ck(d / "ckpt");
+    EXPECT_EQ(ck.step(), 2) << "nth=" << nth << ": latest moved before the save completed";
+    ck.verify();
+  }
+  // Past the last write (4 files): the save completes, nothing fires.
+  TempDir d("killsave5");
+  FaultInjector inj(parse_faults("kill:step=4,at=checkpoint,nth=5"), 0, d / "f.jsonl", false);
+  inj.on_stage("checkpoint", 4);
+  save_ckpt(d / "ckpt", 4, 2.0f);
+  inj.on_stage("checkpoint_done", 4);
+  EXPECT_EQ(Checkpoint(d / "ckpt").step(), 4);
+  EXPECT_FALSE(fs::exists(d / "f.jsonl"));
 }
 
 TEST(SkipWindows, Parse) {

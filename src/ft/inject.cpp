@@ -77,7 +77,7 @@ std::string FaultSpec::text() const {
   if (step >= 0) kv.push_back(cat("step=", step));
   if (kind == FaultKind::Slow || kind == FaultKind::Spike) kv.push_back(cat("factor=", factor));
   if (at_checkpoint) kv.push_back("at=checkpoint");
-  if (kind == FaultKind::Enospc) kv.push_back(cat("nth=", nth));
+  if (kind == FaultKind::Enospc || (kind == FaultKind::Kill && nth > 0)) kv.push_back(cat("nth=", nth));
   for (size_t i = 0; i < kv.size(); ++i) s += (i ? "," : ":") + kv[i];
   return s;
 }
@@ -94,6 +94,7 @@ FaultSpec parse_fault(const std::string& spec_in) {
              "\" (kill | hang | nan | spike | corrupt-ckpt | enospc | slow | stop)");
   if (f.kind == FaultKind::Spike) f.factor = 1000;
   std::set<std::string> seen;
+  bool kill_nth = false;
   std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
@@ -109,14 +110,17 @@ FaultSpec parse_fault(const std::string& spec_in) {
     else if (key == "step") f.step = parse_int(spec, key, v, 1);
     else if (key == "factor" && (f.kind == FaultKind::Slow || f.kind == FaultKind::Spike))
       f.factor = parse_double(spec, key, v);
-    else if (key == "at" && (f.kind == FaultKind::Hang || f.kind == FaultKind::Stop)) {
+    else if (key == "at" && (f.kind == FaultKind::Hang || f.kind == FaultKind::Stop || f.kind == FaultKind::Kill)) {
       ZAYA_CHECK(v == "step" || v == "checkpoint", "--inject ", spec, ": at=", v, " must be step or checkpoint");
       f.at_checkpoint = v == "checkpoint";
     } else if (key == "nth" && f.kind == FaultKind::Enospc) f.nth = int(parse_int(spec, key, v, 1));
+    else if (key == "nth" && f.kind == FaultKind::Kill) f.nth = int(parse_int(spec, key, v, 1)), kill_nth = true;
     else fail("--inject ", spec, ": unknown key \"", key, "\" for ", kind);
   }
   const bool needs_step = f.kind != FaultKind::CorruptCkpt && f.kind != FaultKind::Slow;
   ZAYA_CHECK(!needs_step || f.step >= 1, "--inject ", spec, ": step=S is required for ", kind);
+  if (f.kind == FaultKind::Kill && !kill_nth) f.nth = 0;
+  ZAYA_CHECK(!kill_nth || f.at_checkpoint, "--inject ", spec, ": nth=K needs at=checkpoint");
   ZAYA_CHECK(f.kind != FaultKind::Slow || f.factor > 1, "--inject ", spec, ": factor=F > 1 is required for slow");
   return f;
 }
@@ -180,8 +184,34 @@ FaultInjector::FaultInjector(std::vector<FaultSpec> specs, int rank, std::string
   }
 }
 
-FaultInjector::~FaultInjector() {
-  if (enospc_armed_) write_fault_hook() = nullptr;
+FaultInjector::~FaultInjector() { disarm_write_hook(); }
+
+void FaultInjector::disarm_write_hook() {
+  if (write_hook_armed_) write_fault_hook() = nullptr;
+  write_hook_armed_ = false;
+}
+
+// The hook sees each file a save creates, in order: the tensor files, the manifest, `latest`.
+void FaultInjector::arm_write_hook(const FaultSpec& f, int64_t step) {
+  armed_ = f;
+  save_writes_ = 0;
+  write_hook_armed_ = true;
+  write_fault_hook() = [this, step](const std::string& path) {
+    if (++save_writes_ != armed_.nth) return;
+    fire(armed_, step);
+    if (armed_.kind == FaultKind::Kill) {
+      std::fprintf(stderr, "inject: killed before writing %s\n", path.c_str());
+      ::raise(SIGKILL);
+    }
+    fail(path, ": write failed (", std::strerror(ENOSPC), ") [injected]");
+  };
+}
+
+double FaultInjector::slow_factor(int64_t step) const {
+  double f = 1;
+  for (const FaultSpec& s : specs_)
+    if (s.kind == FaultKind::Slow && s.rank == rank_ && step >= std::max<int64_t>(s.step, 1)) f *= s.factor;
+  return f;
 }
 
 bool FaultInjector::due(const FaultSpec& f, int64_t step) const {
@@ -203,10 +233,11 @@ void FaultInjector::fire(const FaultSpec& f, int64_t step) {
   }
 }
 
-void FaultInjector::before_step(int64_t step, double last_compute_s) {
+void FaultInjector::before_step(int64_t step, double last_compute_s, bool counted_clock) {
+  const double slow = slow_factor(step);
+  if (slow > 1 && last_compute_s > 0 && !counted_clock)
+    std::this_thread::sleep_for(std::chrono::duration<double>((slow - 1) * last_compute_s));
   for (const FaultSpec& f : specs_) {
-    if (f.kind == FaultKind::Slow && f.rank == rank_ && step >= std::max<int64_t>(f.step, 1) && last_compute_s > 0)
-      std::this_thread::sleep_for(std::chrono::duration<double>((f.factor - 1) * last_compute_s));
     if (!due(f, step) || f.at_checkpoint) continue;
     if (f.kind == FaultKind::Kill) {
       fire(f, step);
@@ -240,10 +271,14 @@ void FaultInjector::after_backward(int64_t step, float* grads, size_t n) {
 void FaultInjector::on_stage(const char* stage, int64_t step) {
   const std::string s = stage;
   if (s == "checkpoint") {
-    if (enospc_armed_) write_fault_hook() = nullptr;  // a failed save ends without checkpoint_done
-    enospc_armed_ = false;
+    disarm_write_hook();  // a failed save ends without checkpoint_done
     for (const FaultSpec& f : specs_) {
       if (!due(f, step)) continue;
+      if (f.kind == FaultKind::Kill && f.at_checkpoint && f.nth == 0) {
+        fire(f, step);
+        ::raise(SIGKILL);
+      }
+      if (f.kind == FaultKind::Kill && f.at_checkpoint && !write_hook_armed_) arm_write_hook(f, step);
       if (f.kind == FaultKind::Hang && f.at_checkpoint) {
         fire(f, step);
         for (;;) ::pause();
@@ -252,26 +287,15 @@ void FaultInjector::on_stage(const char* stage, int64_t step) {
         fire(f, step);
         ::raise(SIGSTOP);
       }
-      if (f.kind == FaultKind::Enospc && !enospc_armed_) {
-        enospc_ = f;
-        enospc_writes_ = 0;
-        enospc_armed_ = true;
-        write_fault_hook() = [this, step](const std::string& path) {
-          if (++enospc_writes_ != enospc_.nth) return;
-          fire(enospc_, step);
-          fail(path, ": write failed (", std::strerror(ENOSPC), ") [injected]");
-        };
-      }
+      if (f.kind == FaultKind::Enospc && !write_hook_armed_) arm_write_hook(f, step);
     }
   } else if (s == "checkpoint_done" || s == "done") {
-    if (enospc_armed_) write_fault_hook() = nullptr;
-    enospc_armed_ = false;
+    disarm_write_hook();
   }
 }
 
 void FaultInjector::after_checkpoint(int64_t step, const std::string& dir) {
-  if (enospc_armed_) write_fault_hook() = nullptr;
-  enospc_armed_ = false;
+  disarm_write_hook();
   if (rank_ != 0) return;
   for (const FaultSpec& f : specs_) {
     if (f.kind != FaultKind::CorruptCkpt || fired_.count(f.text()) || (f.step >= 0 && f.step != step)) continue;

@@ -1,7 +1,9 @@
 // Fault injection, always compiled in and off unless asked: `zaya train --inject SPEC`
 // (repeatable) or ZAYA_INJECT="SPEC;SPEC". A SPEC is kind[:key=value,...]:
 //
-//   kill:rank=R,step=S             rank R raises SIGKILL before step S
+//   kill:rank=R,step=S[,at=checkpoint[,nth=K]]  rank R raises SIGKILL before step S, or in the
+//                                  checkpoint save of step S: at its start, or as it begins its
+//                                  K-th file write (the files, the manifest, then `latest`)
 //   hang:rank=R,step=S[,at=checkpoint]  rank R stops (sleeps forever) before step S, or at the
 //                                  start of the checkpoint save of step S
 //   nan:step=S[,rank=R]            rank R's gradients get a NaN after backward of step S
@@ -10,7 +12,8 @@
 //                                  the next checkpoint saved) after it is complete
 //   enospc:step=S[,rank=R][,nth=K] the K-th file write (default 2) of rank R's save at step S
 //                                  fails with "No space left on device"
-//   slow:rank=R,factor=F[,step=S]  rank R's compute takes F times as long from step S on
+//   slow:rank=R,factor=F[,step=S]  rank R's compute takes F times as long from step S on (a
+//                                  sleep; under --compute-clock counted, F times the count)
 //   stop:rank=R,step=S[,at=checkpoint]  rank R raises SIGSTOP before step S (or at the start of
 //                                  the save of step S) and goes on when sent SIGCONT
 //
@@ -33,8 +36,8 @@ struct FaultSpec {
   int rank = 0;
   int64_t step = -1;          // -1: corrupt-ckpt's "next save", slow's "from the start"
   double factor = 0;          // slow (> 1), spike
-  bool at_checkpoint = false; // hang, stop: during the save of `step`
-  int nth = 2;                // enospc: which file write of the save fails
+  bool at_checkpoint = false; // kill, hang, stop: during the save of `step`
+  int nth = 2;                // enospc: which file write of the save fails; kill: 0 = at its start
   std::string text() const;   // canonical form, also the "fired" key
 };
 
@@ -56,8 +59,11 @@ class FaultInjector {
   ~FaultInjector();
   bool empty() const { return specs_.empty(); }
 
-  // last_compute_s: this rank's previous forward/backward time (slow's unit of delay).
-  void before_step(int64_t step, double last_compute_s);
+  // last_compute_s: this rank's previous forward/backward time (slow's unit of delay);
+  // counted_clock: compute times are counts, and slow scales them (slow_factor) instead.
+  void before_step(int64_t step, double last_compute_s, bool counted_clock = false);
+  // The factor a slow fault puts on this rank's compute at `step` (1 when none).
+  double slow_factor(int64_t step) const;
   void after_backward(int64_t step, float* grads, size_t n);
   void on_stage(const char* stage, int64_t step);  // heartbeat stages: arms/disarms enospc, hang at checkpoint
   void after_checkpoint(int64_t step, const std::string& dir);
@@ -69,9 +75,11 @@ class FaultInjector {
   int rank_;
   std::string record_;
   std::set<std::string> fired_;
-  int enospc_writes_ = 0;
-  bool enospc_armed_ = false;
-  FaultSpec enospc_;
+  void arm_write_hook(const FaultSpec& f, int64_t step);  // enospc, kill at a save's K-th write
+  void disarm_write_hook();
+  int save_writes_ = 0;
+  bool write_hook_armed_ = false;
+  FaultSpec armed_;
 };
 
 }  // namespace zaya::ft

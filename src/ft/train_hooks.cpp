@@ -53,6 +53,7 @@ struct Runtime {
   double unit_s = 0;          // the last forward/backward, the unit of a slow injection's delay
   double last_compute_s = 0;  // the last step less its time in communication and in run-queue waits
   MedianWindow window{8};     // the last steps' compute times, for straggler detection
+  bool counted_clock = false; // --compute-clock counted
   bool seeded = false;
 
   // The accepted steps before `step` as the trainer logged them (full precision, trimmed to
@@ -102,7 +103,7 @@ struct Runtime {
 
 void add_train_flags(CLI::App& app, FtTrainOptions& o) {
   app.add_option("--inject", o.inject,
-                 "fault injection, repeatable: kill:rank=R,step=S | hang:rank=R,step=S[,at=checkpoint] | nan:step=S | "
+                 "fault injection, repeatable: kill:rank=R,step=S[,at=checkpoint[,nth=K]] | hang:rank=R,step=S[,at=checkpoint] | nan:step=S | "
                  "spike:step=S[,factor=F] | corrupt-ckpt[:step=S] | enospc:step=S[,nth=K] | slow:rank=R,factor=F | "
                  "stop:rank=R,step=S[,at=checkpoint] (also ZAYA_INJECT)");
   app.add_option("--skip-steps", o.skip_steps,
@@ -126,6 +127,11 @@ void add_train_flags(CLI::App& app, FtTrainOptions& o) {
                  "stragglers on it)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app.add_option("--compute-clock", o.compute_clock,
+                 "what a heartbeat's compute time is: wall (measured) or counted (the step's tokens x 1 us, "
+                 "times an injected slow factor: straggler verdicts that follow from the injection alone)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"wall", "counted"}));
 }
 
 std::pair<int64_t, int64_t> parse_skip_window(const std::string& s) {
@@ -174,6 +180,9 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
   rt->out_dir = out_dir;
   ZAYA_CHECK(o.straggler_window >= 1, "--straggler-window ", o.straggler_window, " is not >= 1");
   rt->window = MedianWindow(o.straggler_window);
+  ZAYA_CHECK(o.compute_clock == "wall" || o.compute_clock == "counted", "--compute-clock ", o.compute_clock,
+             " is not wall or counted");
+  rt->counted_clock = o.compute_clock == "counted";
   // out_dir is created by the Trainer once its inputs have been read: a run that fails on
   // bad input leaves nothing behind.
   std::error_code ec;
@@ -210,7 +219,7 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
   hooks.before_step = [rt, prev_before](int64_t step) {
     if (prev_before) prev_before(step);
     rt->wait_step0 = thread_runqueue_wait_s();
-    if (rt->inject) rt->inject->before_step(step, rt->unit_s);
+    if (rt->inject) rt->inject->before_step(step, rt->unit_s, rt->counted_clock);
     rt->step_t0 = Clock::now();  // after an injected delay: it must not compound
     rt->wait_t0 = thread_runqueue_wait_s();
   };
@@ -231,6 +240,8 @@ void install(const FtTrainOptions& o, TrainerOptions& opt, TrainerHooks& hooks, 
     if (prev_on_step) prev_on_step(r);
     const double running = r.seconds > 0 ? std::clamp(1.0 - waited_since(rt->wait_step0) / r.seconds, 0.0, 1.0) : 1.0;
     rt->last_compute_s = std::max(0.0, r.seconds - r.comm_seconds) * running;
+    if (rt->counted_clock)
+      rt->last_compute_s = double(r.global_batch) * r.seq_len * 1e-6 * (rt->inject ? rt->inject->slow_factor(r.step) : 1.0);
     rt->window.push(rt->last_compute_s);
     if (rt->hb) rt->hb->set_window(rt->window, r.step);
   };

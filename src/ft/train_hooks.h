@@ -28,6 +28,9 @@ struct FtTrainOptions {
   int window = 20, max_consecutive = 5;
   std::string heartbeat_dir;
   int straggler_window = 8;  // steps in the rolling compute time each heartbeat reports
+  // "wall": a step's compute time is measured; "counted": it is the step's tokens x 1 us (times
+  // an injected slow factor), so that a test's straggler verdict follows from what it injected.
+  std::string compute_clock = "wall";
 };
 
 void add_train_flags(CLI::App& app, FtTrainOptions& o);
