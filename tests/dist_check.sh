@@ -7,8 +7,8 @@
 # gradient sums run in another order (two half-batch GEMM accumulations + an MPI sum instead of
 # one accumulation over all rows), a ~1e-7 relative difference per step that the Muon/AdamW
 # normalisations pass on to small entries and 20 steps at lr 1e-2 accumulate.
-# Then fault tolerance: a rank that exits mid-run ends the job non-zero within seconds; a rank
-# that hangs makes the survivor fail with a one-line timeout error (never a hang).
+# Then fault tolerance: a rank that exits at step 5 ends the job non-zero before step 5; a rank
+# that hangs there makes the survivor fail with a one-line timeout error (never a hang).
 #   bash tests/dist_check.sh <zaya-binary> <build-dir>
 set -euo pipefail
 ZAYA=${1:?usage: dist_check.sh <zaya-binary> <build-dir>}
@@ -27,7 +27,7 @@ W_TOL=3e-5
 
 check() {  # name np args...
   local name=$1 np=$2; shift 2
-  timeout 300 "${MPIRUN[@]}" -np "$np" "$ZAYA" dist-check --steps 20 --comm-timeout 60 \
+  "${MPIRUN[@]}" -np "$np" "$ZAYA" dist-check --steps 20 \
     --compare "$T/w1.bin" --tol "$W_TOL" "$@" > "$T/$name.txt" 2>&1 || { cat "$T/$name.txt"; fail "$name: run failed"; }
   grep -q "^dist-check: world $np " "$T/$name.txt" || fail "$name: not $np ranks"
   paste -d ' ' <(grep '^step' "$T/l1.txt" | awk '{print $4}') <(grep '^step' "$T/$name.txt" | awk '{print $4}') |
@@ -41,22 +41,24 @@ check dp2xep2 4 --ep 2
 
 # AdamW as well (elementwise: shards cut tensors anywhere).
 "$ZAYA" dist-check --steps 20 --optimizer adamw --out "$T/a1.bin" > "$T/la1.txt" || fail "adamw world of one"
-timeout 300 "${MPIRUN[@]}" -np 2 "$ZAYA" dist-check --steps 20 --optimizer adamw --compare "$T/a1.bin" --tol "$W_TOL" \
+"${MPIRUN[@]}" -np 2 "$ZAYA" dist-check --steps 20 --optimizer adamw --compare "$T/a1.bin" --tol "$W_TOL" \
   > "$T/a2.txt" 2>&1 || { cat "$T/a2.txt"; fail "adamw dp2"; }
 grep '^compare:' "$T/a2.txt"
 
-# A rank that exits at step 5: the job ends non-zero, quickly.
-start=$(date +%s)
-if timeout 120 "${MPIRUN[@]}" -np 2 "$ZAYA" dist-check --steps 20 --die-at-step 5 --comm-timeout 10 > "$T/die.txt" 2>&1; then
+# Faults at step 5, judged on what was injected and counted (ctest's timeout, not this script,
+# bounds a regression that hangs). A rank that exits: the job ends non-zero and rank 0 never
+# logs step 5.
+if "${MPIRUN[@]}" -np 2 "$ZAYA" dist-check --steps 20 --die-at-step 5 --comm-timeout 10 > "$T/die.txt" 2>&1; then
   fail "job with a dead rank exited 0"
 fi
-[ $(( $(date +%s) - start )) -lt 60 ] || fail "dead rank: job took too long to end"
 grep -q 'rank 1 exits at step 5' "$T/die.txt" || fail "no fault-injection line"
 grep -q '^step 5 ' "$T/die.txt" && fail "rank 0 finished step 5 without rank 1"
-# A rank that hangs: the survivor times out with a clear error and the job ends non-zero.
-if timeout 120 "${MPIRUN[@]}" -np 2 "$ZAYA" dist-check --steps 20 --die-at-step 5 --hang --comm-timeout 5 > "$T/hang.txt" 2>&1; then
+# A rank that hangs: the survivor, past step 4, times out with a clear error; the job ends non-zero.
+if "${MPIRUN[@]}" -np 2 "$ZAYA" dist-check --steps 20 --die-at-step 5 --hang --comm-timeout 5 > "$T/hang.txt" 2>&1; then
   fail "job with a hung rank exited 0"
 fi
+grep -q '^step 4 ' "$T/hang.txt" || { cat "$T/hang.txt"; fail "hang: rank 0 did not finish step 4 before the hang"; }
+grep -q '^step 5 ' "$T/hang.txt" && fail "hang: rank 0 finished step 5 without rank 1"
 grep -q 'error: dist-check rank 0: comm: .* timed out after 5 s: a peer rank died or hung' "$T/hang.txt" ||
   { cat "$T/hang.txt"; fail "no timeout error from the survivor"; }
 echo "dist_check: all layouts agree; dead and hung ranks end the job with an error"
