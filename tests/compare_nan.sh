@@ -132,4 +132,5 @@ PY
 for r in nan1 nan2; do import_run $r; done
 fails fsw "$T/ft/nan1" "$T/ft/nan2" nan
 grep -q "final weights are not finite" "$T/out.txt" || { cat "$T/out.txt"; fail "ft_same_weights: no NaN message"; }
+"$PY" tests/lib/ft_incidents.py --selftest || fail "ft_incidents: a negative control passed"
 echo "compare_nan: every comparator fails on NaN and passes on agreement"
