@@ -24,6 +24,9 @@ cd "$(dirname "$0")/.."
 ZAYA=$(realpath "$1")
 W=$(realpath -m "$2/bad_inputs")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} ZAYA_LOG=error
+PY=${ZAYA_PYTHON:-/usr/bin/python3}
+SEED=${BAD_INPUTS_SEED:-1}
+echo "bad_inputs: random inputs from seed $SEED (BAD_INPUTS_SEED)"
 rm -rf "$W"
 mkdir -p "$W"
 ulimit -c unlimited 2>/dev/null || true
@@ -110,9 +113,13 @@ C="$W/cases"
 mkdir -p "$C"
 n=0 bad=0 xfail=0 xpass=0
 is_xfail() { local x; for x in "${XFAIL[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
-random_bytes() { head -c "${2:-4096}" /dev/urandom >"$1"; }
+# Random bytes from BAD_INPUTS_SEED (default 1, printed) and the file's name: a failure repeats.
+random_bytes() {
+  "$PY" -c 'import random, sys; sys.stdout.buffer.write(random.Random(sys.argv[1]).randbytes(int(sys.argv[2])))' \
+    "$SEED:${1##*/}" "${2:-4096}" >"$1"
+}
 truncate_copy() { head -c "$(( $(stat -c %s "$1") / 2 ))" "$1" >"$2"; }   # first half
-dangling() { ln -sfn "$C/does-not-exist-$RANDOM" "$1"; }                  # unopenable (even as root)
+dangling() { ln -sfn "$C/does-not-exist-${1##*/}" "$1"; }                # unopenable (even as root)
 
 # check NAME NEEDLE OUT -- CMD...: CMD must fail (exit 1..127), print exactly one stderr line
 # containing NEEDLE (the file, and the field where there is one), and not create OUT ("-": none).

@@ -3,13 +3,15 @@
 #   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]
 # Each target first runs its regress-* seeds (every crash found and fixed) one by one and
 # checks each still reaches the check that fixed it (tests/fuzz/regress.tsv), then replays
-# its seed corpus (tests/fuzz/corpus/<target>/), then fuzzes for SECONDS (0: replay only). New inputs go
+# its seed corpus (tests/fuzz/corpus/<target>/), then fuzzes for SECONDS (0: replay only; runs:
+# exactly FUZZ_RUNS inputs, no time limit). New inputs go
 # to BUILD_DIR/work/<target>/, never into the repository; a crash, leak, sanitizer report
 # or an input slower than FUZZ_TIMEOUT seconds leaves its input in BUILD_DIR/artifacts/ and
 # fails the run. Prints one line per target: executions, corpus size, result.
 # Environment: FUZZ_RUNS (fuzz each target until it has run this many inputs, SECONDS
 # then being a cap that fails the target if reached first; `make fuzz` asks 1,000,000),
-# FUZZ_TIMEOUT (per input, default 10; `make fuzz` uses 1), FUZZ_RSS_MB
+# FUZZ_SEED (libFuzzer's -seed, default 1, printed), FUZZ_TIMEOUT (per input, default 10;
+# `make fuzz` uses 1), FUZZ_RSS_MB
 # (default 2560), FUZZ_JOBS (build parallelism, default 2), CXX_FUZZ (default clang++-14),
 # FUZZ_NO_BUILD=1 (skip the build step).
 set -uo pipefail
@@ -40,6 +42,8 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$here/ubsan.supp:${UBSAN_OPTIONS:-}"
 mkdir -p "$build/artifacts"
 status=0
+seed_value=${FUZZ_SEED:-1}  # libFuzzer's -seed: a run is repeatable (FUZZ_SEED=0: libFuzzer picks one)
+echo "fuzz: seed $seed_value"
 printf '%-16s %12s %8s %8s %8s %8s  %s\n' target executions exec/s corpus slowest rss_mb result
 for t in "${targets[@]}"; do
   bin="$build/fuzz_$t"
@@ -48,8 +52,10 @@ for t in "${targets[@]}"; do
   mkdir -p "$work"
   log="$build/work/$t.log"
   args=(-timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb="${FUZZ_RSS_MB:-2560}" -print_final_stats=1
-        -artifact_prefix="$build/artifacts/$t-" -dict="$here/fuzz.dict")
-  if [ "$secs" -gt 0 ]; then
+        -artifact_prefix="$build/artifacts/$t-" -dict="$here/fuzz.dict" -seed="$seed_value")
+  if [ "$secs" = runs ]; then  # exactly FUZZ_RUNS inputs, however long they take
+    args+=(-runs="${FUZZ_RUNS:?SECONDS=runs needs FUZZ_RUNS}")
+  elif [ "$secs" -gt 0 ]; then
     args+=(-max_total_time="$secs")
     [ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$FUZZ_RUNS")
   else
@@ -77,7 +83,7 @@ for t in "${targets[@]}"; do
   execs=$(fz_stat number_of_executed_units) persec=$(fz_stat average_exec_per_sec)
   slow=$(fz_stat slowest_unit_time_sec) rss=$(fz_stat peak_rss_mb)
   ncorp=$(ls "$work" "$here/corpus/$t" 2>/dev/null | grep -vc ':$')
-  if [ $rc -eq 0 ] && [ "$secs" -gt 0 ] && [ -n "${FUZZ_RUNS:-}" ] && [ "${execs:-0}" -lt "$FUZZ_RUNS" ]; then
+  if [ $rc -eq 0 ] && [ "$secs" != runs ] && [ "$secs" -gt 0 ] && [ -n "${FUZZ_RUNS:-}" ] && [ "${execs:-0}" -lt "$FUZZ_RUNS" ]; then
     res="FAILED: ${execs:-0} executions in the ${secs} s cap, fewer than FUZZ_RUNS=$FUZZ_RUNS"
     status=1
   elif [ $rc -eq 0 ]; then
