@@ -53,5 +53,5 @@ ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZAYA_SANITIZE=ON
-	$(ASAN_ENV) cmake --build $(ASAN_BUILD) -j $(JOBS) --target zaya zaya_tests
+	$(ASAN_ENV) cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_binaries
 	cd $(ASAN_BUILD) && $(ASAN_ENV) OMP_NUM_THREADS=2 ctest --output-on-failure -j 1 -E '^script[.]fuzz$$'

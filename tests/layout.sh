@@ -3,7 +3,9 @@
 #   1. README's layout lists the floors of CMakeLists.txt's ZAYA_FLOORS, top to bottom, then cli;
 #   2. every folder under src/ is one of them;
 #   3. no #include runs up a floor (the build's include roots catch it for compiled files;
-#      this catches a header that no file of its own floor includes).
+#      this catches a header that no file of its own floor includes);
+#   4. every benchmark binary a script test runs is in CMake's test_binaries target (what
+#      `make test-asan` builds).
 # Usage: bash tests/layout.sh [zaya] [build]   (arguments unused: ctest passes them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,4 +39,10 @@ while IFS= read -r file; do
   done < <(sed -n 's/^#include "\([a-z_]*\/[a-z_/]*\.h\)".*/\1/p' "$file")
 done < <(find src -name '*.h' -o -name '*.cpp' | sort)
 [ $bad = 0 ] || exit 1
+
+deps=$(sed -n 's/^ *add_dependencies(test_binaries \(.*\))$/\1/p' CMakeLists.txt)
+[ -n "$deps" ] || fail "CMakeLists.txt has no add_dependencies(test_binaries ...) line"
+for b in $(grep -ohE '\$\{?BUILD\}?/bench_[a-z0-9_]+' tests/*.sh tests/*/*.sh | sed 's#.*/##' | sort -u); do
+  case " $deps " in *" $b "*) ;; *) fail "a script test runs $b, which test_binaries does not build" ;; esac
+done
 echo "layout: $(echo $want | wc -w) floors, README, CMakeLists.txt and the tree agree; no include runs up a floor"
