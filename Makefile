@@ -37,11 +37,12 @@ clean:
 
 # libFuzzer targets (tests/fuzz/, clang + ASan + UBSan, built into build-fuzz/): each one
 # replays its seed corpus, then fuzzes until it has run FUZZ_RUNS inputs; not getting there
-# within FUZZ_SECONDS, or an input slower than 1 s, is a failure.
+# within FUZZ_SECONDS, or an input slower than 1 s, is a failure. The counts go to
+# bench/results/fuzz-<cpu>.json (docs/reliability.md's table).
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600
 fuzz: deps
-	FUZZ_TIMEOUT=1 FUZZ_RUNS=$(FUZZ_RUNS) bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+	FUZZ_TIMEOUT=1 FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_RECORD=1 bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
 # The GoogleTest suite and the CLI script tests built with -fsanitize=address,undefined
 # (build-asan/, -DZAYA_SANITIZE=ON: -O1 -g); any sanitizer report fails its test. The fuzz

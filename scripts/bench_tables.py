@@ -53,7 +53,29 @@ def prepare_stream(recs):
     return rows
 
 
-TABLES = {"tokenizer_peer": tokenizer_peer, "prepare_stream": prepare_stream}
+def fuzz(recs):
+    rows = ["| CPU | target | executions | asked | exec/s | slowest input | peak RSS | crashes, leaks, timeouts | load |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in recs:
+        for t in r["targets"]:
+            rows.append(f"| {r['cpu_model']} | {t['target']} | {t['executions']:,} | {r['runs_asked']:,} | {t['exec_per_s']:,} | "
+                        f"{'< 1 s' if t['slowest_s'] < 1 else str(t['slowest_s']) + ' s'} | {t['peak_rss_mb']} MB | "
+                        f"{t['crashes']} | {r['load_average_at_end'][0]:.0f} |")
+    return rows
+
+
+def test_under_load(recs):
+    rows = ["| CPU | run | busy loops beside it | tests | failed | ctest wall time | load (min-max) |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in recs:
+        for i, run in enumerate(r["runs"], 1):
+            rows.append(f"| {r['cpu_model']} | {i} | {r['busy_loops']} | {run['tests']} | {run['failed']} | "
+                        f"{run['wall_s']:.0f} s | {load_note(run['load_average_per_minute'])} |")
+    return rows
+
+
+TABLES = {"tokenizer_peer": tokenizer_peer, "prepare_stream": prepare_stream, "fuzz": fuzz,
+          "test_under_load": test_under_load}
 
 
 def table(name):

@@ -42,6 +42,7 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$here/ubsan.supp:${UBSAN_OPTIONS:-}"
 mkdir -p "$build/artifacts"
 status=0
+summary="$build/summary.tsv"; : > "$summary"
 seed_value=${FUZZ_SEED:-1}  # libFuzzer's -seed: a run is repeatable (FUZZ_SEED=0: libFuzzer picks one)
 echo "fuzz: seed $seed_value"
 printf '%-16s %12s %8s %8s %8s %8s  %s\n' target executions exec/s corpus slowest rss_mb result
@@ -93,8 +94,28 @@ for t in "${targets[@]}"; do
     status=1
   fi
   printf '%-16s %12s %8s %8s %8s %8s  %s\n' "$t" "${execs:-?}" "${persec:-?}" "$ncorp" "${slow:-?}s" "${rss:-?}" "$res"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "${execs:-0}" "${persec:-0}" "${slow:-0}" "${rss:-0}" "$rc" "$res" >> "$summary"
   if [ $rc -ne 0 ]; then
     grep -E 'ERROR|SUMMARY|Test unit written|runtime error|==[0-9]+==' "$log" | head -8 | sed 's/^/    /'
   fi
 done
+# FUZZ_RECORD=1 (make fuzz): bench/results/fuzz-<cpu>.json, rendered by scripts/bench_tables.py.
+if [ -n "${FUZZ_RECORD:-}" ]; then
+  (cd "$root" && python3 - "$summary" "$secs" "${FUZZ_RUNS:-0}" "$seed_value" "${FUZZ_TIMEOUT:-10}" <<'PYEOF'
+import sys
+sys.path.insert(0, "bench/peer")
+import record
+path, secs, runs, seed, timeout = sys.argv[1:]
+targets = []
+for line in open(path):
+    t, execs, persec, slow, rss, rc, res = line.rstrip("\n").split("\t")
+    targets.append({"target": t, "executions": int(execs or 0), "exec_per_s": int(persec or 0),
+                    "slowest_s": int(slow or 0), "peak_rss_mb": int(rss or 0), "exit_code": int(rc),
+                    "crashes": 0 if rc == "0" else 1, "result": res})
+print("fuzz: record", record.write("fuzz", f"FUZZ_RUNS={runs} FUZZ_SEED={seed} make fuzz", 1,
+      {"runs_asked": int(runs), "seconds_cap": secs, "seed": int(seed), "input_timeout_s": int(timeout),
+       "targets": targets}))
+PYEOF
+  )
+fi
 exit $status
