@@ -27,6 +27,7 @@ const char* zone_term_name(ZoneTerm t) {
 const std::vector<ZoneSpec>& zone_table() {
   using T = ZoneTerm;
   static const std::vector<ZoneSpec> t = {
+      {"forward/bf16_weights", T::Bytes, true},
       {"forward/embedding", T::Bytes},
       {"forward/cca/res_merge+norm", T::Bytes},
       {"forward/cca/projections", T::Gemm},
@@ -74,7 +75,7 @@ double kernel_seconds(const HardwareProfile& hw, const std::string& dtype, const
   }
   // The nearest shape's rate, applied to this shape's FLOPs.
   if (source) *source = "scaled";
-  return best->time_us * 1e-6 * flops(best->dims) / flops(dims);
+  return best->time_us * 1e-6 * flops(dims) / flops(best->dims);
 }
 
 double gemm_kernel_flops(const std::vector<double>& d) { return 2 * d[0] * d[1] * d[2]; }
@@ -248,6 +249,8 @@ std::vector<ZoneCost> predict_zones(const Workload& w, const HardwareProfile& hw
       s = mem("embedding+final_merge+norm", 1, bwd);
     } else if (leaf == "zero_grads") {
       s = bytes_term(hw, rp.held() * run.grad_bytes, {}, 1);
+    } else if (z.bf16_first_step) {
+      s = 0;
     } else if (leaf == "optimizer") {
       zc.seconds = -1;  // filled by the caller (predict_step's optimizer term)
       out.push_back(zc);

@@ -34,8 +34,11 @@ const char* zone_term_name(ZoneTerm t);
 struct ZoneSpec {
   std::string path;  // the profiler's leaf zone, e.g. "forward/cca/attention"
   ZoneTerm term;     // the term that dominates it (GEMM zones also carry their elementwise bytes)
+  // Only in a bf16 step whose weights' bf16 copy is stale (the first step: afterwards the
+  // optimizer writes the copy in its own pass), so priced at 0 for a steady step.
+  bool bf16_first_step = false;
 };
-// The profiler's leaf zones of one training step (fp32 and bf16 run the same zones).
+// The profiler's leaf zones of one training step.
 const std::vector<ZoneSpec>& zone_table();
 
 struct ZoneCost {
