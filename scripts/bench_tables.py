@@ -74,8 +74,27 @@ def test_under_load(recs):
     return rows
 
 
+def size_validate(recs):
+    """zaya size's predicted step against zaya train-bench (scripts/validate_size.sh): the step,
+    then every zone that took at least the record's zone_share of the measured step."""
+    rows = ["| CPU | threads | config | B x T | dtype | predicted ms | measured ms | ratio | zones >= 10% of the step: "
+            "predicted / measured | load |",
+            "|---|---:|---|---|---|---:|---:|---:|---|---:|"]
+    for r in recs:
+        load = f"{r['load_average_start']:.2f}-{r['load_average_end']:.2f}"
+        for c in r["cases"]:
+            if "ratio" not in c:
+                continue
+            big = [f"{z['zone']} {z['ratio']:.2f}" for z in c["zones"]
+                   if z.get("share", 0) >= r["zone_share"] and z.get("ratio")]
+            rows.append(f"| {r['cpu_model']} | {r['threads']} | {c['config']} | {c['batch']} x {c['seq']} | {c['dtype']} | "
+                        f"{c['predicted_step_s'] * 1e3:.2f} | {c['measured_step_s'] * 1e3:.2f} | {c['ratio']:.3f} | "
+                        f"{'; '.join(big)} | {load} |")
+    return rows
+
+
 TABLES = {"tokenizer_peer": tokenizer_peer, "prepare_stream": prepare_stream, "fuzz": fuzz,
-          "test_under_load": test_under_load}
+          "test_under_load": test_under_load, "size_validate": size_validate}
 
 
 def table(name):

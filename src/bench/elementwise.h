@@ -12,7 +12,7 @@
 namespace zaya::bench {
 
 struct ElementwiseMeasurement {
-  double exp_f32_per_s = 0;       // std::exp(float) per second, summed per row (cross-entropy, softmax)
+  double exp_f32_per_s = 0;       // exp(float) per second, summed per row by row_sum_exp (cross-entropy)
   double erf_f32_per_s = 0;       // std::erf(float) per second, one per element (GELU)
   double parallel_region_us = 0;  // fork + join of one OpenMP parallel loop over a few elements
   // Residual merge + RMSNorm, forward and backward, on [4096, 256] fp32, with the bytes the

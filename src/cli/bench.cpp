@@ -3,6 +3,9 @@
 //   zaya bench comm-sweep --max-ranks 4 --csv bench/report/comm_sweep.csv
 //   zaya bench gemm [-m LIST -n LIST -k LIST | --preset CONFIG] [--peak] [--csv F]
 //   zaya bench mem [--threads N] [--array-bytes S] [--sweep]
+//   zaya bench kernels --shapes FILE [--dtype bf16] [--rounds R] [--csv F --json F]
+//   zaya bench attention --batch B --seq T --q-heads H --kv-heads G --head-dim D
+//   zaya bench conv --batch B --seq T --channels C --head-dim D --kernel0 K0 --kernel1 K1
 #include <array>
 #include <cstdio>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "bench/comm_bench.h"
 #include "bench/common.h"
 #include "bench/gemm_bench.h"
+#include "bench/kernels.h"
 #include "bench/mem_bench.h"
 #include "cli/command.h"
 #include "core/error.h"
@@ -221,6 +225,83 @@ void setup_mem(CLI::App& app) {
   });
 }
 
+struct KernelFlags {
+  std::string shapes, dtype = "fp32", csv, json;
+  int rounds = 5;
+  double spread = 2.0;
+  std::vector<int> attention{1, 256, 8, 2, 64}, conv{1, 256, 640, 64, 2, 2};
+};
+
+void run_kernels(const KernelFlags& fl, std::vector<KernelShape> shapes) {
+  if (fl.dtype != "fp32" && fl.dtype != "bf16") zaya::fail("--dtype: expected fp32 or bf16, got '", fl.dtype, "'");
+  if (fl.rounds < 1) zaya::fail("--rounds: expected at least 1, got ", fl.rounds);
+  if (!(fl.spread > 1)) zaya::fail("--spread-limit: expected a factor above 1, got ", fl.spread);
+  KernelBenchOptions o;
+  o.shapes = std::move(shapes);
+  o.precision = parse_precision(fl.dtype);
+  o.timing.rounds = fl.rounds;
+  o.timing.spread_limit = fl.spread;
+  const std::vector<KernelRow> rows = run_kernel_bench(o);
+  std::printf("# zaya bench kernels: %s; %d rounds interleaved, median\n", zaya::gemm_runtime_info().c_str(),
+              fl.rounds);
+  std::printf("%-14s %-5s %-8s %-22s %12s %7s %5s\n", "kind", "dtype", "engine", "dims", "time_us", "spread",
+              "again");
+  for (const KernelRow& r : rows)
+    std::printf("%-14s %-5s %-8s %-22s %12.2f %7.2f %5d%s\n", r.kind.c_str(), r.dtype.c_str(), r.engine.c_str(),
+                r.dims.c_str(), r.time_us, r.spread, r.remeasures, r.flagged ? "  FLAGGED: rounds disagree" : "");
+  if (!fl.csv.empty()) write_kernel_csv(rows, fl.csv);
+  if (!fl.json.empty()) write_kernel_json(rows, o, fl.json);
+}
+
+void kernel_common(CLI::App& app, std::shared_ptr<KernelFlags> fl) {
+  app.add_option("--dtype", fl->dtype, "fp32 or bf16 (the trainer's bf16 engine)")->capture_default_str();
+  app.add_option("--rounds", fl->rounds, "interleaved rounds per shape (median kept)")->capture_default_str();
+  app.add_option("--spread-limit", fl->spread, "re-measure a shape whose rounds differ by more than this factor")
+      ->capture_default_str();
+  app.add_option("--csv", fl->csv, "write the rows as CSV (kernels-<dtype>.csv of a measured profile)");
+  app.add_option("--json", fl->json, "write the record: CPU model and flags, threads, engine per shape");
+}
+
+void setup_kernels(CLI::App& app) {
+  auto fl = std::make_shared<KernelFlags>();
+  app.add_option("--shapes", fl->shapes, "file of kernel shapes (zaya size --kernel-shapes)")->required();
+  kernel_common(app, fl);
+  app.callback([fl] { run_kernels(*fl, read_kernel_shapes(fl->shapes)); });
+}
+
+void setup_attention(CLI::App& app) {
+  auto fl = std::make_shared<KernelFlags>();
+  auto& a = fl->attention;
+  app.add_option("--batch", a[0], "B")->capture_default_str();
+  app.add_option("--seq", a[1], "T")->capture_default_str();
+  app.add_option("--q-heads", a[2], "query heads")->capture_default_str();
+  app.add_option("--kv-heads", a[3], "KV heads")->capture_default_str();
+  app.add_option("--head-dim", a[4], "head dim")->capture_default_str();
+  kernel_common(app, fl);
+  app.callback([fl] {
+    std::string line = "attention";
+    for (int v : fl->attention) line += " " + std::to_string(v);
+    run_kernels(*fl, {parse_kernel_shape(line, "zaya bench attention")});
+  });
+}
+
+void setup_conv(CLI::App& app) {
+  auto fl = std::make_shared<KernelFlags>();
+  auto& c = fl->conv;
+  app.add_option("--batch", c[0], "B")->capture_default_str();
+  app.add_option("--seq", c[1], "T")->capture_default_str();
+  app.add_option("--channels", c[2], "C = (query + KV heads) x head dim")->capture_default_str();
+  app.add_option("--head-dim", c[3], "head dim (the grouped stage's group width)")->capture_default_str();
+  app.add_option("--kernel0", c[4], "depthwise taps")->capture_default_str();
+  app.add_option("--kernel1", c[5], "grouped taps")->capture_default_str();
+  kernel_common(app, fl);
+  app.callback([fl] {
+    std::string line = "conv";
+    for (int v : fl->conv) line += " " + std::to_string(v);
+    run_kernels(*fl, {parse_kernel_shape(line, "zaya bench conv")});
+  });
+}
+
 }  // namespace
 
 ZAYA_COMMAND("bench", "Hardware micro-benchmarks: collectives (comm, comm-sweep), GEMM throughput, memory bandwidth",
@@ -231,4 +312,9 @@ ZAYA_COMMAND("bench", "Hardware micro-benchmarks: collectives (comm, comm-sweep)
                    "comm-sweep", "comm at 1, 2, 4, ... ranks via mpirun: one CSV and busbw/latency plots"));
                setup_gemm(*app.add_subcommand("gemm", "GEMM throughput over shapes, fp32/bf16, peak FLOP/s"));
                setup_mem(*app.add_subcommand("mem", "STREAM copy/scale/add/triad and bandwidth vs working set"));
+               setup_kernels(*app.add_subcommand(
+                   "kernels", "the training step's kernels (GEMM layouts, attention, conv) at given shapes, "
+                              "interleaved rounds, median; zaya size's measured profile"));
+               setup_attention(*app.add_subcommand("attention", "the trainer's causal GQA attention, forward and backward"));
+               setup_conv(*app.add_subcommand("conv", "CCA's causal two-stage convolution, forward and backward"));
              });

@@ -5,6 +5,7 @@
 //   zaya size --moe-widths --config MODEL --hw PROFILE [--plot F] MoE width trade-off table (+ PNG)
 //   zaya size --profile-from DIR [--network FILE] [--write-profile F]  a measured profile
 //   zaya size --config MODEL --gemm-shapes [layout flags]         GEMM shapes to measure for a profile
+//   zaya size --config MODEL --kernel-shapes [layout flags]       the step's kernels, for zaya bench kernels
 //   zaya size --measure-elementwise DIR                            exp / erf rates of this machine
 // PROFILE is a TOML file (configs/hardware/*.toml); --profile-from DIR builds one from `zaya
 // bench` outputs instead, and --network FILE replaces the network part with nccl-tests /
@@ -27,13 +28,14 @@
 #include "size/report.h"
 #include "size/rules.h"
 #include "size/search.h"
+#include "size/zones.h"
 
 namespace {
 namespace zs = zaya::size;
 
 struct SizeArgs {
   std::string config, hw, profile_from, network, write_profile, plot, measure_elementwise;
-  bool json = false, check = false, search = false, moe_widths = false, gemm_shapes = false;
+  bool json = false, check = false, search = false, moe_widths = false, gemm_shapes = false, kernel_shapes = false;
   // Layout.
   int dp = 1, ep = 1, cp = 1, micro_batch = 1, seq = 0, grad_accum = 1;
   std::string dtype = "bf16", optimizer = "adamw", attention = "flash";
@@ -103,8 +105,9 @@ void plot_moe_widths(const nlohmann::json& j, const std::string& png) {
 }
 
 void run(const SizeArgs& a) {
-  const int modes = int(a.check) + int(a.search) + int(a.moe_widths) + int(a.gemm_shapes);
-  if (modes > 1) zaya::fail("--check, --search, --moe-widths and --gemm-shapes are separate modes; give one");
+  const int modes = int(a.check) + int(a.search) + int(a.moe_widths) + int(a.gemm_shapes) + int(a.kernel_shapes);
+  if (modes > 1)
+    zaya::fail("--check, --search, --moe-widths, --gemm-shapes and --kernel-shapes are separate modes; give one");
   if (!a.measure_elementwise.empty()) {  // needs no profile or config
     zs::ElementwiseRates r = zs::measure_elementwise_rates();
     std::string path = (std::filesystem::path(a.measure_elementwise) / "elementwise.json").string();
@@ -113,6 +116,13 @@ void run(const SizeArgs& a) {
     else std::printf("exp(float) %.4g/s, erf(float) %.4g/s, parallel region %.3g us, elementwise kernels %.4g GB/s "
                      "on %d threads; wrote %s\n",
                      r.exp_f32_per_s, r.erf_f32_per_s, r.parallel_region_us, r.kernels_GBps, r.threads, path.c_str());
+    return;
+  }
+  if (a.kernel_shapes) {  // needs no profile
+    if (a.config.empty()) zaya::fail("--kernel-shapes needs --config MODEL.toml");
+    zaya::ModelConfig cfg = zaya::load_model_config(a.config);
+    for (const std::string& line : zs::zone_kernel_shapes(zs::build_workload(cfg, layout(a, cfg))))
+      std::printf("%s\n", line.c_str());
     return;
   }
   if (a.gemm_shapes) {  // needs no profile
@@ -203,6 +213,9 @@ ZAYA_COMMAND("size", "Hardware-aware sizing: parameters, FLOPs, memory, KV cache
   app.add_flag("--check", a->check, "co-design rule checks (pass / warn with the fix)");
   app.add_flag("--search", a->search, "search shapes near --total / --active and print the Pareto front");
   app.add_flag("--moe-widths", a->moe_widths, "MoE width trade-off table at fixed expert parameters");
+  app.add_flag("--kernel-shapes", a->kernel_shapes,
+               "list the kernels (GEMM layouts, attention, conv) a training step of --config runs, as `zaya bench "
+               "kernels --shapes` reads them");
   app.add_flag("--gemm-shapes", a->gemm_shapes, "list the GEMM shapes (M N K) a training step of --config runs");
   app.add_option("--measure-elementwise", a->measure_elementwise,
                  "measure exp / erf rates on this machine into DIR/elementwise.json (for --profile-from DIR)");

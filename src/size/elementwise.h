@@ -18,7 +18,7 @@
 namespace zaya::size {
 
 struct ElementwiseRates {
-  double exp_f32_per_s = 0;  // std::exp(float)
+  double exp_f32_per_s = 0;  // exp(float), vectorised as the loss runs it (row_sum_exp)
   double erf_f32_per_s = 0;  // std::erf(float)
   double parallel_region_us = 0;  // fork + join of one OpenMP parallel loop (0: not measured)
   // Bandwidth zaya's own elementwise kernels reach (residual merge + RMSNorm, forward and

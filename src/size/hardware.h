@@ -34,6 +34,14 @@ struct MeasuredGemm {
   double time_us = 0, tflops = 0;
 };
 
+// One row of a measured kernel table (zaya bench kernels: kernels-<dtype>.csv): the trainer's
+// kernel `kind` (gemm_nt, gemm_nn, gemm_tn, attention_fwd/bwd, conv_fwd/bwd) at `dims`.
+struct MeasuredKernel {
+  std::string kind, dtype, engine;
+  std::vector<double> dims;
+  double time_us = 0;
+};
+
 // One row of a measured collective table (zaya bench comm, or nccl-tests text).
 struct MeasuredCollective {
   std::string op;  // all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, ...
@@ -67,6 +75,7 @@ struct HardwareProfile {
   // Measured tables (empty for a vendor profile).
   std::vector<MeasuredGemm> gemm_table;
   std::vector<MeasuredCollective> comm_table;
+  std::vector<MeasuredKernel> kernel_table;  // prices the step-time model's zones (size/zones.h)
   std::string network_source;  // where the network part came from
 
   double peak(const std::string& dtype) const;  // FLOP/s; fails naming the dtype if absent

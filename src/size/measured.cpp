@@ -259,9 +259,34 @@ HardwareProfile profile_from_bench_dir(const std::string& dir) {
   hw.source = dir;
   hw.kind = "cpu";
   hw.name = "measured (" + fs::path(dir).lexically_normal().string() + ")";
+  for (const char* dt : {"fp32", "bf16"}) {
+    const std::string kcsv = (fs::path(dir) / (std::string("kernels-") + dt + ".csv")).string();
+    if (!fs::exists(kcsv)) continue;
+    for (auto& f : read_csv(kcsv, "kind,dtype,engine,dims,time_us,spread,rounds,remeasures,flagged")) {
+      MeasuredKernel k{f[0], f[1], f[2], {}, field_number(f[4], kcsv, "time_us")};
+      if (k.dtype != dt) fail(kcsv, ": dtype '", k.dtype, "' in the ", dt, " table");
+      for (size_t a = 0, b; a <= f[3].size(); a = b + 1) {
+        b = f[3].find('x', a);
+        if (b == std::string::npos) b = f[3].size();
+        k.dims.push_back(field_number(f[3].substr(a, b - a), kcsv, "dims"));
+      }
+      if (!(k.time_us > 0)) fail(kcsv, ": time_us must be positive, got ", f[4]);
+      hw.kernel_table.push_back(k);
+      // The GEMM rows also feed the interpolated table (shapes the model asks for and the
+      // kernel table lacks).
+      if (k.kind.rfind("gemm_", 0) == 0 && k.dims.size() == 3) {
+        const double fl = 2 * k.dims[0] * k.dims[1] * k.dims[2];
+        hw.gemm_table.push_back({k.dtype, k.engine, k.dims[0], k.dims[1], k.dims[2], k.time_us, fl / k.time_us * 1e-6});
+      }
+    }
+  }
   const std::string gemm_csv = (fs::path(dir) / "gemm.csv").string();
-  if (!fs::exists(gemm_csv)) fail(gemm_csv, ": missing (run `zaya bench gemm` to write it)");
-  for (auto& f : read_csv(gemm_csv, "dtype,engine,M,N,K,time_us,tflops,efficiency")) {
+  if (!fs::exists(gemm_csv) && hw.kernel_table.empty())
+    fail(gemm_csv, ": missing (run `zaya bench gemm` or `zaya bench kernels` to write it)");
+  const std::vector<std::vector<std::string>> gemm_rows =
+      fs::exists(gemm_csv) ? read_csv(gemm_csv, "dtype,engine,M,N,K,time_us,tflops,efficiency")
+                           : std::vector<std::vector<std::string>>{};
+  for (auto& f : gemm_rows) {
     MeasuredGemm g;
     g.dtype = f[0];
     g.engine = f[1];

@@ -229,6 +229,10 @@ std::string report_to_text(const SizeReport& r) {
   srow("ZeRO-1 reduce-scatter + all-gather", p.zero_comm_s);
   srow("  of which exposed", p.zero_comm_exposed_s);
   srow("step", p.step_s);
+  if (p.by_zones) o += "  (the step is the sum of the zones below: measured kernel table)\n";
+  o += fmt("\nBy profiler zone (ms per step; term, source)\n");
+  for (const ZoneCost& z : p.zones)
+    o += fmt("  %-44s %12s  %s, %s\n", z.path.c_str(), ms(z.seconds).c_str(), zone_term_name(z.term), z.source.c_str());
   o += fmt("  %-44s %12s\n  %-44s %11.1f%%\n", "tokens/s per device", with_commas(p.tokens_per_s_per_device).c_str(),
            "MFU (model FLOPs / peak)", 100 * p.mfu);
   if (r.run.recompute) o += fmt("  %-44s %11.1f%%\n", "HFU (with recompute)", 100 * p.hfu);

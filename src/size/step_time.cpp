@@ -123,6 +123,7 @@ StepPrediction predict_step(const Workload& w, const HardwareProfile& hw) {
   // Plus zeroing every held gradient for the next step.
   const double bw_kernels =
       hw.elementwise.kernels_GBps > 0 ? hw.elementwise.kernels_GBps * 1e9 : hw.achievable_bandwidth();
+  double zeroing_s = 0;  // inside optimizer_s; a zone of its own in the zone model
   if (!hw.elementwise.adamw_rates.empty() && run.optimizer == "adamw") {
     // Measured AdamW rates per tensor size, over this rank's tensors (its share of each).
     ExpertRange local{0, cfg.num_experts / run.ep};
@@ -131,8 +132,10 @@ StepPrediction predict_step(const Workload& w, const HardwareProfile& hw) {
       double share = double(t.numel) / (t.expert >= 0 ? rp.expert_zero_group : rp.dense_zero_group);
       p.optimizer_s += share / hw.elementwise.adamw_rate(share);
     }
-    p.optimizer_s += rp.held() * run.grad_bytes / bw_kernels;
+    zeroing_s = rp.held() * run.grad_bytes / bw_kernels;
+    p.optimizer_s += zeroing_s;
   } else {
+    zeroing_s = rp.held() * run.grad_bytes / hw.achievable_bandwidth();
     p.optimizer_s = (rp.sharded() * bytes_per_param + rp.held() * run.grad_bytes) / hw.achievable_bandwidth() +
                     4 * hw.kernel_overhead_us * 1e-6;
   }
@@ -147,6 +150,22 @@ StepPrediction predict_step(const Workload& w, const HardwareProfile& hw) {
       ns += 5 * one * g.count;
     }
     p.optimizer_s += ns / rp.dense_zero_group;
+  }
+  p.zones = predict_zones(w, hw);
+  double zone_compute = 0;
+  for (ZoneCost& z : p.zones) {
+    if (z.term == ZoneTerm::Optimizer) {
+      z.seconds = p.optimizer_s - zeroing_s;
+      z.source = hw.elementwise.adamw_rates.empty() ? "model" : "measured";
+    } else {
+      zone_compute += z.seconds;
+    }
+  }
+  if (!hw.kernel_table.empty()) {
+    // The zones replace the aggregate GEMM / elementwise terms; communication stays.
+    p.by_zones = true;
+    p.micro_batch_s = zone_compute / run.grad_accum + p.ep_comm_s + p.cp_comm_s;
+    p.optimizer_s -= zeroing_s;  // zero_grads is a backward zone
   }
   // ZeRO-1: reduce-scatter gradients, all-gather weights, dense and expert groups.
   const int dense_n = int(rp.dense_zero_group), expert_n = int(std::lround(rp.expert_zero_group));
@@ -237,6 +256,8 @@ json step_to_json(const StepPrediction& p) {
                  {"forward_call", t}});
   }
   return {{"gemms", g},
+          {"zones", zones_to_json(p.zones)},
+          {"by_zones", p.by_zones},
           {"per_micro_batch",
            {{"gemm_forward_s", p.gemm_forward_s},
             {"gemm_backward_s", p.gemm_backward_s},

@@ -21,6 +21,7 @@
 #include "size/gemm_model.h"
 #include "size/hardware.h"
 #include "size/workload.h"
+#include "size/zones.h"
 
 namespace zaya::size {
 
@@ -50,6 +51,10 @@ struct StepPrediction {
   double zero_comm_s = 0;        // reduce-scatter + all-gather
   double zero_comm_exposed_s = 0;
   double step_s = 0;
+  // The step by the profiler's zones (size/zones.h). With a measured kernel table (zaya bench
+  // kernels) the zones are the prediction: micro_batch_s and step_s are their sum.
+  std::vector<ZoneCost> zones;
+  bool by_zones = false;
   double tokens_per_step_per_device = 0;
   double tokens_per_s_per_device = 0;
   double model_flops_per_token = 0;     // training (3x forward)
