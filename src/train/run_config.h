@@ -18,7 +18,7 @@
 //                decay_embeddings, router_lr_scale; [optimizer.muon] momentum, nesterov, ns_steps, rms_scale
 //   [schedule]   kind ("constant" | "cosine" | "wsd"), warmup_steps, min_lr_ratio, decay_fraction
 //   [balancing]  method ("bias_adamw" | "bias_sign" | "aux_loss" | "none"), lr, beta1, beta2,
-//                eps, weight_decay, sign_rate, aux_coeff, include_skip
+//                eps, weight_decay, sign_rate, aux_coeff, include_skip, follow_mean
 //   [anomaly]    router_min_entropy, router_max_skip, router_steps, router_rollback (routing
 //                health, train/router_health.h)
 //   [eval]       interval (steps, 0: only at the end), windows (validation windows), batch,

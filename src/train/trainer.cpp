@@ -218,7 +218,7 @@ StepRecord Trainer::train_step() {
       model_->grads_ready = nullptr;
       sums[0] += f.loss_sum;
       sums[1] += f.aux_loss;
-      balancer_->add_counts(model_->class_counts());
+      balancer_->add_counts(model_->class_counts(), model_->class_prob_sums());
     }
     zero1_->finish();
     if (hooks_.after_backward) hooks_.after_backward(step_ + 1, model_->grads.data(), model_->grads.size());
