@@ -331,6 +331,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
 
   Fields lg(top.table("log"), path, "log");
   lg.integer("interval", c.log_interval, 1);
+  lg.boolean("tensorboard", c.tensorboard);
   lg.finish();
 
   Fields par(top.table("parallel"), path, "parallel");
