@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Routing health (docs/train.md "Routing health"): a tiny ZAYA1 (2 MoE layers of 4 experts +
-# the skip class, EDA, Muon, bias balancing at the demo recipe's rate) on the KJV sample,
-# 60 steps of 8 x 32 tokens, one OpenMP thread (deterministic):
-#  - at every step after 20, every MoE layer's normalised load entropy is >= 0.5 and its skip
-#    share <= 0.5 (this model's lowest is 0.66; with the former router init, balancer and
-#    router learning rate its loads are one-hot, entropy 0, from step 7 to the end);
+# the skip class, EDA, Muon, the demo recipe's balancing: bias_sign at 5e-3 with follow_mean)
+# on the KJV sample, 60 steps of 32 x 32 tokens, one OpenMP thread (deterministic):
+#  - at every step after 20, every MoE layer's normalised load entropy is >= 0.8 and its skip
+#    share <= 0.5 (the issue's target; this model's lowest is 0.87);
+#  - the same run without follow_mean (the biases chase the drift of the router's scores at
+#    the feedback rate alone) falls below 0.8 after step 20 (its lowest is 0.06): the bar
+#    can fail;
 #  - [anomaly] router_min_entropy = 1 (a bar no sampled load meets) with router_steps = 5: the
 #    alarm after 5 steps is a warning on stderr, a `router_health` record in metrics.jsonl and
 #    a router_collapse line in anomalies.jsonl, and the run finishes;
@@ -17,8 +19,8 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 "$ZAYA" prepare --input tests/data/kjv_sample.txt --out "$T/data" --vocab-size 320 > "$T/prepare.log" 2>&1 ||
   { cat "$T/prepare.log"; fail "zaya prepare"; }
-config() {  # out_dir [anomaly lines...]
-  local out=$1; shift
+config() {  # out_dir follow_mean [anomaly lines...]
+  local out=$1 follow=$2; shift 2
   cat <<TOML
 [run]
 name = "routing"
@@ -49,13 +51,13 @@ dir = "$T/data"
 
 [[phases]]
 name = "base"
-tokens = $((60 * 8 * 32))
+tokens = $((60 * 32 * 32))
 seq_len = 32
 rope_theta = 10000.0
 
 [batch]
-global_batch = 8
-micro_batch = 4
+global_batch = 32
+micro_batch = 8
 
 [optimizer]
 kind = "muon"
@@ -71,7 +73,8 @@ min_lr_ratio = 0.1
 
 [balancing]
 method = "bias_sign"
-sign_rate = 1e-2
+sign_rate = 5e-3
+follow_mean = $follow
 
 [eval]
 interval = 0
@@ -89,10 +92,9 @@ TOML
   [ $# -eq 0 ] || { echo "[anomaly]"; printf '%s\n' "$@"; }
 }
 
-# 1. A healthy run: the bounds at every step after 20.
-config "$T/healthy" > "$T/healthy.toml"
-"$ZAYA" train --config "$T/healthy.toml" --quiet > "$T/healthy.log" 2>&1 || { cat "$T/healthy.log"; fail "healthy: run failed"; }
-"$PY" - "$T/healthy/metrics.jsonl" <<'PYEOF' || fail "healthy: routing collapsed"
+# 1. A healthy run: the bounds at every step after 20; without follow_mean they fail.
+health() {  # name: 0 when every layer keeps the bounds at every step after 20
+  "$PY" - "$T/$1/metrics.jsonl" "$1" <<'PYEOF'
 import json, math, sys
 steps = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "step"]
 assert len(steps) == 60, f"{len(steps)} step records, expected 60"
@@ -105,19 +107,25 @@ for r in steps:
             continue
         worst_e, worst_s = min(worst_e, e), max(worst_s, s)
         # `not (e >= 0.8)` also catches NaN
-        if not (e >= 0.5) or not (s <= 0.5) or not math.isfinite(e) or not math.isfinite(s):
-            bad.append((r["step"], l, e, s))
-first = steps[1]["layers"]
-print(f"healthy: steps 21-60: min entropy {worst_e:.3f}, max skip {worst_s:.3f}; step 2 entropies "
-      + ", ".join(f"{l['entropy']:.3f}" for l in first))
+        if not (e >= 0.8) or not (s <= 0.5) or not math.isfinite(e) or not math.isfinite(s):
+            bad.append((r["step"], l, round(e, 3), round(s, 3)))
+print(f"{sys.argv[2]}: steps 21-60: min entropy {worst_e:.3f}, max skip {worst_s:.3f}; step 2 entropies "
+      + ", ".join(f"{l['entropy']:.3f}" for l in steps[1]["layers"]))
 if bad:
-    print("unhealthy (step, layer, entropy, skip):", bad[:10], file=sys.stderr)
+    print(f"{sys.argv[2]}: below the bounds (step, layer, entropy, skip):", bad[:6])
     sys.exit(1)
 PYEOF
+}
+config "$T/healthy" true > "$T/healthy.toml"
+"$ZAYA" train --config "$T/healthy.toml" --quiet > "$T/healthy.log" 2>&1 || { cat "$T/healthy.log"; fail "healthy: run failed"; }
+health healthy || fail "healthy: routing collapsed"
 if grep -q '"type":"router_health"' "$T/healthy/metrics.jsonl"; then fail "healthy: a router_health alarm in a healthy run"; fi
+config "$T/chase" false > "$T/chase.toml"
+"$ZAYA" train --config "$T/chase.toml" --quiet > "$T/chase.log" 2>&1 || { cat "$T/chase.log"; fail "chase: run failed"; }
+if health chase; then fail "chase: without follow_mean the bounds hold (the check cannot tell)"; fi
 
 # 2. The alarm: a warning, a metrics record, an anomalies line; the run goes on.
-config "$T/alarm" "router_min_entropy = 1.0" "router_steps = 5" > "$T/alarm.toml"
+config "$T/alarm" true "router_min_entropy = 1.0" "router_steps = 5" > "$T/alarm.toml"
 "$ZAYA" train --config "$T/alarm.toml" --steps 12 --quiet > "$T/alarm.log" 2>&1 || { cat "$T/alarm.log"; fail "alarm: run failed"; }
 grep -q 'step 5: MoE layer 0 routing unhealthy for 5 steps (since step 1)' "$T/alarm.log" ||
   { cat "$T/alarm.log"; fail "alarm: no warning at step 5"; }
@@ -135,7 +143,7 @@ print("alarm: router_health records at step 5 for both layers, anomalies.jsonl:"
 PYEOF
 
 # 3. Rollback under the supervisor: exit 17 at step 5, window 1-5, no checkpoint before it.
-config "$T/rollback" "router_min_entropy = 1.0" "router_steps = 5" "router_rollback = true" > "$T/rollback.toml"
+config "$T/rollback" true "router_min_entropy = 1.0" "router_steps = 5" "router_rollback = true" > "$T/rollback.toml"
 set +e
 timeout 300 "$ZAYA" launch --max-restarts 1 --backoff 0.05 --poll 0.05 -- --config "$T/rollback.toml" --steps 12 --quiet \
   > "$T/rollback.log" 2>&1

@@ -195,3 +195,61 @@ TEST(RouterHealth, SignRateHalvesWhereAShareOvershoots) {
   EXPECT_NEAR(d0, 6e-3, 1e-7);
   EXPECT_NEAR(d1, -6e-3, 1e-7);
 }
+
+// follow_mean: each class's bias first moves against the change of the class's mean
+// probability (from the uniform 1 / classes at the first update), then by the feedback step;
+// with balanced loads (no feedback) only the drift moves it. Without follow_mean the means
+// move nothing; with the reference unknown (-1, a resume from an older checkpoint) the first
+// update only records the means.
+TEST(RouterHealth, FollowMeanCancelsADriftOfTheClassMeans) {
+  ModelConfig cfg = load_model_config(ZAYA_SOURCE_DIR "/configs/zaya1-tiny.toml");
+  ASSERT_EQ(cfg.topk, 1);
+  Model<float> m(cfg);
+  m.init(2);
+  const int NC = cfg.num_classes();
+  const size_t off = m.layout.sub[1].moe.router.balancing_bias;
+  const int64_t per_class = 10, tokens = per_class * NC;  // balanced: load error 0, no feedback
+  auto step = [&](RouterBalancer& bal, const std::vector<double>& means) {
+    std::vector<std::vector<int64_t>> counts(size_t(bal.num_layers()), std::vector<int64_t>(size_t(NC), per_class));
+    std::vector<std::vector<double>> sums(size_t(bal.num_layers()), std::vector<double>(size_t(NC), 1.0 * tokens / NC));
+    for (int e = 0; e < NC; ++e) sums[0][size_t(e)] = means[size_t(e)] * double(tokens);
+    std::vector<float> before(m.buffers.begin() + ptrdiff_t(off), m.buffers.begin() + ptrdiff_t(off) + NC);
+    bal.clear_counts();
+    bal.add_counts(counts, sums);
+    bal.update(m.buffers.data());
+    std::vector<double> d(static_cast<size_t>(NC));
+    for (int e = 0; e < NC; ++e) d[size_t(e)] = double(m.buffers[off + size_t(e)]) - before[size_t(e)];
+    return d;
+  };
+  std::vector<double> mean0(static_cast<size_t>(NC), 1.0 / NC), mean1;
+  mean0[0] += 0.1, mean0[1] -= 0.1;    // the first batch: class 0 above uniform, class 1 below
+  mean1 = mean0;
+  mean1[0] += 0.05, mean1[2] -= 0.05;  // the next: class 0 drifts up, class 2 down
+  BalancerSettings s;
+  s.method = BalanceMethod::BiasSign;
+  s.sign_rate = 1e-2;
+  s.follow_mean = true;
+  RouterBalancer bal(m.layout, s);
+  std::vector<double> d = step(bal, mean0);
+  EXPECT_NEAR(d[0], -0.1, 1e-6);
+  EXPECT_NEAR(d[1], 0.1, 1e-6);
+  EXPECT_NEAR(d[2], 0.0, 1e-6);
+  d = step(bal, mean1);
+  EXPECT_NEAR(d[0], -0.05, 1e-6);
+  EXPECT_NEAR(d[1], 0.0, 1e-6);
+  EXPECT_NEAR(d[2], 0.05, 1e-6);
+  EXPECT_NEAR(bal.p()[off], mean1[0], 1e-6);
+  for (int e = 0; e < NC; ++e) EXPECT_TRUE(std::isfinite(d[size_t(e)])) << e;
+
+  s.follow_mean = false;  // the means alone move nothing
+  RouterBalancer plain(m.layout, s);
+  for (double x : step(plain, mean0)) EXPECT_EQ(x, 0.0);
+
+  s.follow_mean = true;  // an unknown reference: the first update records, the next follows
+  RouterBalancer resumed(m.layout, s);
+  std::fill_n(resumed.p().begin() + ptrdiff_t(off), NC, -1.f);
+  for (double x : step(resumed, mean0)) EXPECT_EQ(x, 0.0);
+  d = step(resumed, mean1);
+  EXPECT_NEAR(d[0], -0.05, 1e-6);
+  EXPECT_NEAR(d[2], 0.05, 1e-6);
+}

@@ -137,6 +137,24 @@ TEST(SizeZones, BytesTermIsBandwidthOrExpBound) {
   EXPECT_TRUE(rel_near(bytes_term(hw, 1e3, {5e8, 0}, 0), 0.5 + 0 * 1e-6 + 0));  // exp-bound
 }
 
+TEST(SizeZones, CrossEntropyTermIsTheLossKernelsBytesAndExps) {
+  HardwareProfile hw = constructed();  // 10 GB/s
+  const double N = 1000, V = 5000, NV = N * V;
+  // No exp rate: the logits' bytes, fp32: read once forward, read and written backward.
+  EXPECT_TRUE(rel_near(cross_entropy_term(hw, "fp32", N, V, false), NV * 4 / 1e10));
+  EXPECT_TRUE(rel_near(cross_entropy_term(hw, "fp32", N, V, true), NV * 8 / 1e10));
+  // bf16 (CPU): forward rounds the fp32 blocks into bf16 logits and reads them (8 bytes a
+  // logit); backward reads and writes bf16 (4).
+  EXPECT_TRUE(rel_near(cross_entropy_term(hw, "bf16", N, V, false), NV * 8 / 1e10));
+  EXPECT_TRUE(rel_near(cross_entropy_term(hw, "bf16", N, V, true), NV * 4 / 1e10));
+  // An exp a logit: forward's exps run after the max pass (added), backward's overlap its
+  // stream (the longer of the two).
+  hw.elementwise.exp_f32_per_s = 1e9;
+  EXPECT_TRUE(rel_near(cross_entropy_term(hw, "fp32", N, V, false), NV * 4 / 1e10 + NV / 1e9));
+  EXPECT_TRUE(rel_near(cross_entropy_term(hw, "fp32", N, V, true), NV / 1e9));
+  EXPECT_TRUE(rel_near(cross_entropy_term(hw, "fp32", 2 * N, V, true), 2 * NV / 1e9));
+}
+
 TEST(SizeZones, ZonesScaleWithTheirWork) {
   const HardwareProfile hw = constructed();
   ModelConfig cfg = load_model_config(kTiny);

@@ -13,6 +13,7 @@ PKGS=(
   libcpp-httplib-dev libjs-chart.js  # zaya dashboard: HTTP server, the page's charts
   chromium  # tests/dashboard.sh: the page in a headless browser
   python3 python3-torch python3-numpy python3-matplotlib
+  python3-protobuf  # tests/tensorboard.sh: the independent reader of the event files
   bible-kjv
   nodejs
   clang-14 lld-14 libclang-rt-14-dev libfuzzer-14-dev  # tests/fuzz: libFuzzer, ASan, UBSan

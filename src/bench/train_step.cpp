@@ -24,6 +24,7 @@ TrainStepResult measure_train_step(const ModelConfig& cfg, const TrainStepOption
   std::vector<int32_t> ids(size_t(N) + 1);
   Philox rng(1, 2);
   std::vector<double> step_s, fwd_s, bwd_s, opt_s, gemm_s;
+  double skipped = 0, choices = 0;  // routing choices over the timed steps' MoE layers
   TrainStepResult res;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     for (auto& v : ids) v = int32_t(rng.below(cfg.vocab_size));
@@ -38,6 +39,12 @@ TrainStepResult measure_train_step(const ModelConfig& cfg, const TrainStepOption
       r = m.forward(ids.data(), ids.data() + 1, o.batch, o.seq);
     }
     double t_f = t.seconds();
+    if (s >= o.warmup && cfg.use_mod)
+      for (const std::vector<int64_t>& layer : m.class_counts())
+        for (size_t k = 0; k < layer.size(); ++k) {
+          choices += double(layer[k]);
+          if (int(k) == cfg.num_experts) skipped += double(layer[k]);
+        }
     {
       ZAYA_PROFILE("backward");
       m.backward(1.f, GradMode::Overwrite);  // as the trainer's first micro-batch
@@ -69,6 +76,7 @@ TrainStepResult measure_train_step(const ModelConfig& cfg, const TrainStepOption
   res.backward_s = median(bwd_s);
   res.optimizer_s = median(opt_s);
   res.gemm_fraction = median(gemm_s) / res.step_s;
+  res.skip_share = choices > 0 ? skipped / choices : 0.0;
   res.peak_rss_bytes = peak_rss_bytes();
   if (o.profile) res.profile = prof::report();
   return res;

@@ -26,6 +26,9 @@ struct TrainStepResult {
   double gemm_fraction = 0;     // median GEMM time / median step time
   size_t peak_rss_bytes = 0;    // of this process
   double loss = 0;              // of the last step
+  // Share of the routing choices that took the skip (MoD) class over the timed steps: the
+  // experts' rows depend on it, so zaya size is given it when it is held against this step.
+  double skip_share = 0;
   std::vector<prof::Row> profile;  // with TrainStepOptions::profile: zone totals over the timed steps
 };
 

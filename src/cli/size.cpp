@@ -116,6 +116,8 @@ void run(const SizeArgs& a) {
     else std::printf("exp(float) %.4g/s, erf(float) %.4g/s, parallel region %.3g us, elementwise kernels %.4g GB/s "
                      "on %d threads; wrote %s\n",
                      r.exp_f32_per_s, r.erf_f32_per_s, r.parallel_region_us, r.kernels_GBps, r.threads, path.c_str());
+    for (const std::string& n : r.flagged)
+      std::fprintf(stderr, "zaya size: warning: %s's rounds disagree by more than 2x (a busy machine?)\n", n.c_str());
     return;
   }
   if (a.kernel_shapes) {  // needs no profile

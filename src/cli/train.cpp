@@ -1,5 +1,5 @@
 // zaya train --config RUN.toml [--resume] [--init-from DIR] [--steps N] [--out DIR]
-//            [--precision fp32|bf16] [--optimizer adamw|muon] [--ep N] [--cp N] [--quiet]:
+//            [--precision fp32|bf16] [--optimizer adamw|muon] [--ep N] [--cp N] [--quiet] [--tensorboard]:
 // pretrain as the run config says. Under `mpirun -np N` the world is DP x EP x CP.
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +18,7 @@ namespace {
 
 struct TrainArgs {
   std::string config, out, precision, optimizer, init_from;
-  bool resume = false, quiet = false;
+  bool resume = false, quiet = false, tensorboard = false;
   int64_t steps = -1;
   int ep = 0, cp = 0;
   zaya::ft::FtTrainOptions ft;  // --inject, --skip-steps, --anomaly-*, --heartbeat-dir
@@ -31,6 +31,7 @@ void run(const TrainArgs& a) {
     cfg.out_dir = a.out;
   }
   if (!a.precision.empty()) cfg.bf16 = a.precision == "bf16";
+  if (a.tensorboard) cfg.tensorboard = true;
   if (!a.optimizer.empty())
     cfg.optimizer.kind = zaya::parse_optimizer_kind(a.optimizer, "--optimizer");
   zaya::TrainerOptions opt;
@@ -96,6 +97,7 @@ ZAYA_COMMAND("train", "Pretrain a model as a run config (TOML) says: phases, opt
       ->check(CLI::PositiveNumber);
   app.add_option("--cp", a->cp, "context-parallel degree (overrides parallel.cp)")->check(CLI::PositiveNumber);
   app.add_flag("--quiet", a->quiet, "no progress lines (metrics.jsonl is still written)");
+  app.add_flag("--tensorboard", a->tensorboard, "also write the metrics as TensorBoard event files in OUT/tb ([log] tensorboard)");
   zaya::ft::add_train_flags(app, a->ft);
   app.callback([a] { run_guarded(*a); });
 });

@@ -53,7 +53,8 @@ void run(const Opts& o) {
                         {"precision", o.precision}, {"threads", omp_get_max_threads()},
                         {"step_time_s", st},        {"tokens_per_s", N / st},    {"forward_s", r.forward_s},
                         {"backward_s", r.backward_s}, {"optimizer_s", r.optimizer_s}, {"gemm_fraction", r.gemm_fraction},
-                        {"peak_rss_bytes", r.peak_rss_bytes}, {"loss", r.loss}};
+                        {"peak_rss_bytes", r.peak_rss_bytes}, {"loss", r.loss},
+                        {"skip_share", r.skip_share}};
     if (o.profile) j["profile"] = prof;
     std::printf("%s\n", j.dump().c_str());
     return;

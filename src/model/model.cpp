@@ -478,6 +478,13 @@ std::vector<std::vector<int64_t>> Model<T>::class_counts() const {
 }
 
 template <class T>
+std::vector<std::vector<double>> Model<T>::class_prob_sums() const {
+  std::vector<std::vector<double>> out;
+  for (size_t n = 1; n < acts_.size(); n += 2) out.push_back(acts_[n].moe.class_prob);
+  return out;
+}
+
+template <class T>
 double Model<T>::min_routing_margin() const {
   double m = 1e300;
   for (size_t n = 1; n < acts_.size(); n += 2) m = std::min(m, acts_[n].moe.min_margin);

@@ -87,6 +87,8 @@ class Model {
   const T* lse() const { return lse_N_.data(); }
   // Per MoE sub-layer: tokens per class (incl. skip) in the last forward.
   std::vector<std::vector<int64_t>> class_counts() const;
+  // Per MoE sub-layer, each class's probability summed over the last forward's tokens.
+  std::vector<std::vector<double>> class_prob_sums() const;
   double min_routing_margin() const;  // closest any token came to a routing tie
 
   // Context parallel: this process holds one shard of every sequence (forward's T is the

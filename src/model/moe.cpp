@@ -296,6 +296,7 @@ void MoeSaved<T>::resize(const ModelConfig& c, int N) {
   slot_row_NK.assign(S, -1);
   counts_E.assign(c.num_experts, 0);
   class_counts.assign(NC, 0);
+  class_prob.assign(NC, 0.0);
   xs_SD.assign(S * D, 0);
   ys_SD.assign(S * D, 0);
 }
@@ -452,14 +453,15 @@ void moe_forward(T* out, const T* x, const T* r_prev, const T* W, const T* bias,
   zone.emplace("dispatch+combine");
   moe_dispatch(s.choice_NK.data(), c, N, s.counts_E.data(), s.class_counts.data(), s.slot_row_NK.data());
   const T* prob = s.prob_NE.data();
-  // Optional Switch-style auxiliary loss: coeff * NC * sum_e f_e * mean_i prob[i, e].
+  // The classes' probability sums (the balancer follows their means) and the optional
+  // Switch-style auxiliary loss: coeff * NC * sum_e f_e * mean_i prob[i, e].
+  std::fill(s.class_prob.begin(), s.class_prob.end(), 0.0);
+  for (int i = 0; i < N; ++i)
+    for (int e = 0; e < NC; ++e) s.class_prob[size_t(e)] += double(prob[size_t(i) * NC + e]);
   s.aux_loss = 0;
   if (s.aux_coeff > 0) {
-    for (int e = 0; e < NC; ++e) {
-      double pe = 0;
-      for (int i = 0; i < N; ++i) pe += prob[size_t(i) * NC + e];
-      s.aux_loss += double(s.class_counts[e]) / (double(N) * K) * pe / N;
-    }
+    for (int e = 0; e < NC; ++e)
+      s.aux_loss += double(s.class_counts[e]) / (double(N) * K) * s.class_prob[size_t(e)] / N;
     s.aux_loss *= s.aux_coeff * NC;
   }
   // With bf16 products, x's copy (written by the norm) is gathered alongside: xs16 feeds fc1

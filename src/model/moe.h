@@ -60,6 +60,7 @@ struct MoeSaved {
   std::vector<int64_t> slot_row_NK; // row of the slot in the expert-sorted arrays, -1 for skip
   std::vector<int64_t> counts_E;    // rows per routed expert (global expert index)
   std::vector<int64_t> class_counts;// tokens per class incl. skip (load statistics)
+  std::vector<double> class_prob;   // per class, its probability summed over the tokens
   std::vector<T> xs_SD, ys_SD;      // expert-sorted inputs and outputs
   std::vector<bf16> xs16_SD;        // xs in bf16, from x's copy (bf16 products only)
   bool xs16_valid = false;          // the last forward wrote xs16_SD

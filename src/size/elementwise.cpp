@@ -43,6 +43,7 @@ ElementwiseRates measure_elementwise_rates(double seconds_per_kind) {
   r.kernels_GBps = m.kernels_GBps;
   r.adamw_rates = m.adamw_rates;
   r.threads = m.threads;
+  r.flagged = m.flagged;
   return r;
 }
 
@@ -52,7 +53,8 @@ json elementwise_to_json(const ElementwiseRates& r) {
           {"parallel_region_us", r.parallel_region_us},
           {"kernels_GBps", r.kernels_GBps},
           {"adamw_rates", r.adamw_rates},
-          {"threads", r.threads}};
+          {"threads", r.threads},
+          {"flagged", r.flagged}};
 }
 
 void write_elementwise_json(const ElementwiseRates& r, const std::string& path) {
@@ -85,6 +87,9 @@ ElementwiseRates read_elementwise_json(const std::string& path) {
     *out = j[key].get<double>();
   }
   if (j.contains("threads") && j["threads"].is_number_integer()) r.threads = j["threads"].get<int>();
+  if (j.contains("flagged") && j["flagged"].is_array())
+    for (const json& n : j["flagged"])
+      if (n.is_string()) r.flagged.push_back(n.get<std::string>());
   if (j.contains("adamw_rates")) {
     const json& a = j["adamw_rates"];
     bool ok = a.is_array();

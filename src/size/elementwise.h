@@ -19,7 +19,7 @@ namespace zaya::size {
 
 struct ElementwiseRates {
   double exp_f32_per_s = 0;  // exp(float), vectorised as the loss runs it (row_sum_exp)
-  double erf_f32_per_s = 0;  // std::erf(float)
+  double erf_f32_per_s = 0;  // erf(float), vectorised as the GELU runs it (gelu_row)
   double parallel_region_us = 0;  // fork + join of one OpenMP parallel loop (0: not measured)
   // Bandwidth zaya's own elementwise kernels reach (residual merge + RMSNorm, forward and
   // backward, bytes counted as the step model counts them); 0: use the profile's memory bandwidth.
@@ -28,6 +28,7 @@ struct ElementwiseRates {
   // (small tensors may run on one thread); empty: the bandwidth model.
   std::vector<std::pair<double, double>> adamw_rates;
   int threads = 0;
+  std::vector<std::string> flagged;  // measurements whose rounds still disagreed by more than 2x
   double adamw_rate(double n) const;  // interpolated in log n, clamped at the ends
 };
 

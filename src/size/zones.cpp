@@ -125,6 +125,23 @@ double bytes_term(const HardwareProfile& hw, double bytes, const SpecialCounts& 
   return std::max(bytes / bw, special_seconds(special, hw.elementwise)) + launches * hw.kernel_overhead_us * 1e-6;
 }
 
+double cross_entropy_term(const HardwareProfile& hw, const std::string& dtype, double N, double V, bool backward) {
+  const double NV = N * V;
+  const SpecialCounts exps{NV, 0};
+  // kernels/loss.cpp, one row per thread at a time (a row of V floats stays in cache).
+  if (dtype == "bf16" && hw.kind == "cpu") {
+    // The LM head writes fp32 blocks that this zone rounds into the bf16 logits (read 4, write
+    // 2 a logit); the loss widens each bf16 row (read 2), then its max and sum of exps run in
+    // cache. Backward: a bf16 row read, exp, written back over the logits.
+    if (!backward) return bytes_term(hw, NV * 8, {}, 2) + special_seconds(exps, hw.elementwise);
+    return std::max(bytes_term(hw, NV * 4, {}, 1), special_seconds(exps, hw.elementwise));
+  }
+  // fp32: the max pass streams the row from memory, the sum of exps runs over it in cache.
+  // Backward: one pass reads the logits and writes the gradient over them, an exp a logit.
+  if (!backward) return bytes_term(hw, NV * 4, {}, 1) + special_seconds(exps, hw.elementwise);
+  return std::max(bytes_term(hw, NV * 8, {}, 1), special_seconds(exps, hw.elementwise));
+}
+
 namespace {
 
 // The products of one zone: layout, M, N, K, count (experts, or 1).
@@ -244,11 +261,14 @@ std::vector<ZoneCost> predict_zones(const Workload& w, const HardwareProfile& hw
     } else if (leaf == "dispatch+combine") {
       s = L * mem("moe.dispatch+combine", 1, bwd);
     } else if (leaf == "cross_entropy") {
-      s = mem("loss (softmax over vocab)", 1, bwd);
+      s = cross_entropy_term(hw, dt, N, c.vocab_size, bwd);
     } else if (leaf == "embedding") {
       s = mem("embedding+final_merge+norm", 1, bwd);
     } else if (leaf == "zero_grads") {
-      s = bytes_term(hw, rp.held() * run.grad_bytes, {}, 1);
+      // Model::backward zeroes every gradient but the tied embedding's and the experts' (their
+      // products write them with beta 0).
+      const double experts = rp.experts, embed = double(c.vocab_size) * c.hidden_size;
+      s = bytes_term(hw, std::max(rp.held() - experts - embed, 0.0) * run.grad_bytes, {}, 1);
     } else if (z.bf16_first_step) {
       s = 0;
     } else if (leaf == "optimizer") {

@@ -74,6 +74,10 @@ double conv_term(const HardwareProfile& hw, const std::string& dtype, const std:
 // Elementwise pass: bytes, exp / erf evaluations, kernel launches.
 double bytes_term(const HardwareProfile& hw, double bytes, const SpecialCounts& special, double launches);
 
+// The loss over [N, V] logits (kernels/loss.cpp): the logits' bytes and an exp per logit, each
+// way (bf16: the forward also rounds the LM head's fp32 blocks into the bf16 logits).
+double cross_entropy_term(const HardwareProfile& hw, const std::string& dtype, double N, double V, bool backward);
+
 // Every zone's time for one optimizer step of `w` on `hw`.
 std::vector<ZoneCost> predict_zones(const Workload& w, const HardwareProfile& hw);
 

@@ -23,25 +23,41 @@ RouterBalancer::RouterBalancer(const ModelLayout& layout, const BalancerSettings
   const ModelConfig& c = layout.cfg;
   classes_ = c.num_classes();
   has_skip_ = c.use_mod;
+  topk_ = c.topk;
   for (const SublayerOffsets& so : layout.sub)
     if (!so.attention) bias_offset_.push_back(so.moe.router.balancing_bias);
   layers_ = int(bias_offset_.size());
-  counts_.assign(size_t(layers_) * classes_, 0);
+  counts_.assign(2 * size_t(layers_) * classes_, 0);
   loads_.assign(size_t(layers_), {});
   m_.assign(layout.buffers.total, 0.f);
   v_.assign(layout.buffers.total, 0.f);
+  // follow_mean's first step takes each class's mean from the uniform 1 / classes, so the
+  // spread of the class means at initialisation is cancelled at once.
+  p_.assign(layout.buffers.total, -1.f);
+  for (size_t off : bias_offset_) std::fill_n(p_.begin() + ptrdiff_t(off), classes_, 1.f / float(classes_));
   frac_.assign(size_t(classes_), 0.0);
 }
 
 void RouterBalancer::clear_counts() { std::fill(counts_.begin(), counts_.end(), 0); }
 
-void RouterBalancer::add_counts(const std::vector<std::vector<int64_t>>& per_layer) {
+void RouterBalancer::add_counts(const std::vector<std::vector<int64_t>>& per_layer,
+                                const std::vector<std::vector<double>>& prob_sums) {
   ZAYA_CHECK(int(per_layer.size()) == layers_, "balancer: counts for ", per_layer.size(), " MoE layers, expected ",
              layers_);
   for (int l = 0; l < layers_; ++l) {
     ZAYA_CHECK(int(per_layer[size_t(l)].size()) == classes_, "balancer: layer ", l, " has ",
                per_layer[size_t(l)].size(), " class counts, expected ", classes_);
     for (int e = 0; e < classes_; ++e) counts_[size_t(l) * classes_ + e] += per_layer[size_t(l)][size_t(e)];
+  }
+  if (prob_sums.empty()) return;
+  ZAYA_CHECK(int(prob_sums.size()) == layers_, "balancer: probability sums for ", prob_sums.size(),
+             " MoE layers, expected ", layers_);
+  int64_t* ps = counts_.data() + size_t(layers_) * classes_;
+  for (int l = 0; l < layers_; ++l) {
+    ZAYA_CHECK(int(prob_sums[size_t(l)].size()) == classes_, "balancer: layer ", l, " has ",
+               prob_sums[size_t(l)].size(), " probability sums, expected ", classes_);
+    for (int e = 0; e < classes_; ++e)
+      ps[size_t(l) * classes_ + e] += std::llround(prob_sums[size_t(l)][size_t(e)] * 0x1p24);
   }
 }
 
@@ -86,6 +102,7 @@ void RouterBalancer::update(float* buffers) {
     for (int e = 0; e < balanced; ++e) over += c[e];
     if (over == 0) continue;
     const size_t off = bias_offset_[size_t(l)];
+    if (s_.follow_mean) follow_means(l, balanced, buffers + off, p_.data() + off);
     for (int e = 0; e < balanced; ++e) {
       const double g = double(c[e]) / double(over) - 1.0 / balanced;  // > 0: over-loaded
       float& b = buffers[off + e];
@@ -113,6 +130,23 @@ void RouterBalancer::update(float* buffers) {
   }
 }
 
+// The tokens' router scores move together when the model's hidden states do (early in
+// training they all lean one way): the feedback step, sized below the spread between tokens,
+// cannot keep up, so the change of each class's mean probability is taken off its bias.
+void RouterBalancer::follow_means(int l, int balanced, float* bias, float* last) const {
+  const int64_t* c = counts_.data() + size_t(l) * classes_;
+  const int64_t* ps = counts_.data() + size_t(layers_ + l) * classes_;
+  int64_t slots = 0;
+  for (int e = 0; e < classes_; ++e) slots += c[e];
+  if (slots == 0) return;
+  const double tokens = double(slots) / topk_;
+  for (int e = 0; e < balanced; ++e) {
+    const float mean = float(double(ps[e]) * 0x1p-24 / tokens);
+    if (last[e] >= 0) bias[e] -= mean - last[e];
+    last[e] = mean;
+  }
+}
+
 LayerLoad RouterBalancer::worst() const {
   LayerLoad w;
   w.min_rel = w.min_frac = w.entropy = layers_ ? 1e300 : 0;
@@ -137,7 +171,8 @@ nlohmann::json RouterBalancer::state() const {
           {"weight_decay", s_.weight_decay},
           {"sign_rate", s_.sign_rate},
           {"aux_coeff", s_.aux_coeff},
-          {"include_skip", s_.include_skip}};
+          {"include_skip", s_.include_skip},
+          {"follow_mean", s_.follow_mean}};
 }
 
 void RouterBalancer::load_state(const nlohmann::json& j) {

@@ -9,6 +9,11 @@
 //               halves where g_e's sign flips (the share overshot its target: the step was
 //               wider than the tokens' spread of scores) and grows back by 1.2x per step of a
 //               steady sign, up to sign_rate (docs/train.md, "Routing health").
+//   follow_mean (with either bias method): each balanced class's bias first moves against the
+//               change of the class's mean probability over the batch since the last update
+//               (the first update: since the uniform 1 / classes), so a drift that moves every
+//               token's score at once is cancelled one step after it is seen instead of being
+//               chased at the feedback's rate (docs/train.md, "Routing health").
 //   aux_loss    (Switch): no bias update; the trainer sets Model::set_aux_loss_coeff(coeff).
 //   none        statistics only.
 // E' is the number of classes balanced over: with MoD, all E + 1 router outputs (the skip
@@ -17,7 +22,9 @@
 //
 // Counts are summed over the micro-batches of a step (add_counts) into one flat int64
 // array, counts(), which a data-parallel run all-reduces before update(): the statistics
-// and the update are then those of the global batch, identical on every rank.
+// and the update are then those of the global batch, identical on every rank. Its second half
+// holds the classes' probability sums in units of 2^-24 (integers, so the sum is exact and
+// the same on every rank).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -38,6 +45,7 @@ struct BalancerSettings {
   double sign_rate = 1e-3;
   double aux_coeff = 1e-2;
   bool include_skip = true;
+  bool follow_mean = false;
 };
 
 // One MoE sub-layer's load over its E routed experts (fractions of the tokens that did not
@@ -58,9 +66,12 @@ class RouterBalancer {
   int num_classes() const { return classes_; }
 
   void clear_counts();
-  // Adds one forward's Model::class_counts() (per MoE sub-layer, tokens per class).
-  void add_counts(const std::vector<std::vector<int64_t>>& per_layer);
-  // [layer * classes + class]: all-reduce (sum) these over data-parallel ranks before update().
+  // Adds one forward's Model::class_counts() (per MoE sub-layer, tokens per class) and
+  // Model::class_prob_sums() (empty: none).
+  void add_counts(const std::vector<std::vector<int64_t>>& per_layer,
+                  const std::vector<std::vector<double>>& prob_sums = {});
+  // [layer * classes + class], then the probability sums likewise: all-reduce (sum) these
+  // over data-parallel ranks before update().
   std::vector<int64_t>& counts() { return counts_; }
 
   // Load statistics of the counts, then the bias update (bias methods) on the model's
@@ -76,17 +87,22 @@ class RouterBalancer {
   std::vector<float>& v() { return v_; }
   const std::vector<float>& m() const { return m_; }
   const std::vector<float>& v() const { return v_; }
+  // follow_mean: each class's mean probability at the last update (1 / classes before the
+  // first, -1: unknown, as after a resume from a checkpoint without it).
+  std::vector<float>& p() { return p_; }
   nlohmann::json state() const;
   void load_state(const nlohmann::json& j);
 
  private:
+  void follow_means(int l, int balanced, float* bias, float* last) const;
   BalancerSettings s_;
   int layers_ = 0, classes_ = 0;
   bool has_skip_ = false;
+  int topk_ = 1;
   std::vector<size_t> bias_offset_;  // per MoE sub-layer, into the buffer array
   std::vector<int64_t> counts_;
   std::vector<LayerLoad> loads_;
-  std::vector<float> m_, v_;
+  std::vector<float> m_, v_, p_;
   std::vector<double> frac_;  // scratch: fractions of one layer
   int64_t t_ = 0;
 };

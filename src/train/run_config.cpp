@@ -300,6 +300,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
   bal.real("sign_rate", b.sign_rate, 0, 10, true);
   bal.real("aux_coeff", b.aux_coeff, 0, 100);
   bal.boolean("include_skip", b.include_skip);
+  bal.boolean("follow_mean", b.follow_mean);
   bal.finish();
 
   Fields an(top.table("anomaly"), path, "anomaly");
@@ -330,6 +331,7 @@ RunConfig parse_run_config(const std::string& text, const std::string& path) {
 
   Fields lg(top.table("log"), path, "log");
   lg.integer("interval", c.log_interval, 1);
+  lg.boolean("tensorboard", c.tensorboard);
   lg.finish();
 
   Fields par(top.table("parallel"), path, "parallel");

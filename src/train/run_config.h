@@ -18,7 +18,7 @@
 //                decay_embeddings, router_lr_scale; [optimizer.muon] momentum, nesterov, ns_steps, rms_scale
 //   [schedule]   kind ("constant" | "cosine" | "wsd"), warmup_steps, min_lr_ratio, decay_fraction
 //   [balancing]  method ("bias_adamw" | "bias_sign" | "aux_loss" | "none"), lr, beta1, beta2,
-//                eps, weight_decay, sign_rate, aux_coeff, include_skip
+//                eps, weight_decay, sign_rate, aux_coeff, include_skip, follow_mean
 //   [anomaly]    router_min_entropy, router_max_skip, router_steps, router_rollback (routing
 //                health, train/router_health.h)
 //   [eval]       interval (steps, 0: only at the end), windows (validation windows), batch,
@@ -26,7 +26,7 @@
 //                tasks_limit
 //   [checkpoint] interval (steps, 0: only at the end), keep_last, dir (default out_dir/ckpt),
 //                async (default true: the step only waits for a host snapshot)
-//   [log]        interval (progress line every N steps)
+//   [log]        interval (progress line every N steps), tensorboard (event files in out_dir/tb)
 //   [parallel]   ep, cp (expert / context parallel degrees; dp = world / (ep * cp)),
 //                zero1 (shard the optimizer state over DP, default true), bucket_mb
 //                (gradient reduce-scatter bucket, MiB of fp32), comm_timeout (seconds)
@@ -104,6 +104,7 @@ struct RunConfig {
   bool ckpt_async = true;  // snapshot, then write in the background while training goes on
   std::string ckpt_dir;
   int64_t log_interval = 1;
+  bool tensorboard = false;  // TensorBoard event files in out_dir/tb (train/tensorboard.h)
 
   int par_ep = 1, par_cp = 1;
   bool zero1 = true;

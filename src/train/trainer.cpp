@@ -101,6 +101,7 @@ Trainer::Trainer(RunConfig cfg, TrainerOptions opt, TrainerHooks hooks)
     trim_metrics_after(step_);
     metrics_ = std::fopen((fs::path(cfg_.out_dir) / "metrics.jsonl").c_str(), "a");
     ZAYA_CHECK(metrics_, cfg_.out_dir, "/metrics.jsonl: cannot open for appending");
+    if (cfg_.tensorboard) tb_ = std::make_unique<TensorBoardWriter>((fs::path(cfg_.out_dir) / "tb").string());
   }
 }
 
@@ -218,7 +219,7 @@ StepRecord Trainer::train_step() {
       model_->grads_ready = nullptr;
       sums[0] += f.loss_sum;
       sums[1] += f.aux_loss;
-      balancer_->add_counts(model_->class_counts());
+      balancer_->add_counts(model_->class_counts(), model_->class_prob_sums());
     }
     zero1_->finish();
     if (hooks_.after_backward) hooks_.after_backward(step_ + 1, model_->grads.data(), model_->grads.size());
@@ -395,6 +396,7 @@ std::optional<RouterAlarm> Trainer::judge_routing(int64_t step) {
 }
 
 void Trainer::write_metrics(const json& j) {
+  if (tb_) tb_->metrics(j);
   if (!metrics_) return;
   const std::string line = j.dump() + "\n";
   std::fwrite(line.data(), 1, line.size(), metrics_);

@@ -34,6 +34,7 @@
 #include "train/optim.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
+#include "train/tensorboard.h"
 #include "parallel/zero1.h"
 #include "comm/comm.h"
 #include "parallel/context_parallel.h"
@@ -250,6 +251,7 @@ class Trainer {
   std::vector<int32_t> batch_;              // this rank's rows of the global batch, [B, T+1]
   std::vector<int32_t> inputs_, targets_;   // one micro-batch, [mb, T]
   std::FILE* metrics_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tb_;  // [log] tensorboard
 };
 
 }  // namespace zaya

@@ -115,6 +115,7 @@ void Trainer::begin_save(bool async) {
       add(kBuffersFile, "buffer/" + p.name, p.shape, 0, p.numel, model_->buffers.data() + p.offset);
       add(kBuffersFile, "balancer.m/" + p.name, p.shape, 0, p.numel, balancer_->m().data() + p.offset);
       add(kBuffersFile, "balancer.v/" + p.name, p.shape, 0, p.numel, balancer_->v().data() + p.offset);
+      add(kBuffersFile, "balancer.p/" + p.name, p.shape, 0, p.numel, balancer_->p().data() + p.offset);
     }
     std::string tokenizer;  // its name in the checkpoint
     if (fs::exists(cfg_.tokenizer))
@@ -239,6 +240,10 @@ void Trainer::load_checkpoint(const std::string& path) {
     ck.read("buffer/" + p.name, model_->buffers.data() + p.offset, 0, p.numel, p.shape);
     ck.read("balancer.m/" + p.name, balancer_->m().data() + p.offset, 0, p.numel, p.shape);
     ck.read("balancer.v/" + p.name, balancer_->v().data() + p.offset, 0, p.numel, p.shape);
+    if (ck.has("balancer.p/" + p.name))
+      ck.read("balancer.p/" + p.name, balancer_->p().data() + p.offset, 0, p.numel, p.shape);
+    else  // an older checkpoint: follow_mean takes its next means as the reference
+      std::fill_n(balancer_->p().begin() + ptrdiff_t(p.offset), p.numel, -1.f);
   }
   opt.load_state(st["optimizer"]);
   balancer_->load_state(st["balancer"]);
