@@ -101,21 +101,8 @@ for t in "${targets[@]}"; do
 done
 # FUZZ_RECORD=1 (make fuzz): bench/results/fuzz-<cpu>.json, rendered by scripts/bench_tables.py.
 if [ -n "${FUZZ_RECORD:-}" ]; then
-  (cd "$root" && python3 - "$summary" "$secs" "${FUZZ_RUNS:-0}" "$seed_value" "${FUZZ_TIMEOUT:-10}" <<'PYEOF'
-import sys
-sys.path.insert(0, "bench/peer")
-import record
-path, secs, runs, seed, timeout = sys.argv[1:]
-targets = []
-for line in open(path):
-    t, execs, persec, slow, rss, rc, res = line.rstrip("\n").split("\t")
-    targets.append({"target": t, "executions": int(execs or 0), "exec_per_s": int(persec or 0),
-                    "slowest_s": int(slow or 0), "peak_rss_mb": int(rss or 0), "exit_code": int(rc),
-                    "crashes": 0 if rc == "0" else 1, "result": res})
-print("fuzz: record", record.write("fuzz", f"FUZZ_RUNS={runs} FUZZ_SEED={seed} make fuzz", 1,
-      {"runs_asked": int(runs), "seconds_cap": secs, "seed": int(seed), "input_timeout_s": int(timeout),
-       "targets": targets}))
-PYEOF
-  )
+  (cd "$root" && python3 tests/fuzz/record.py "$summary" \
+    "FUZZ_RUNS=${FUZZ_RUNS:-0} FUZZ_SEED=$seed_value FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10} bash tests/fuzz/run.sh BUILD $secs ${targets[*]}" \
+    "${FUZZ_RUNS:-0}" "$seed_value" "${FUZZ_TIMEOUT:-10}")
 fi
 exit $status
