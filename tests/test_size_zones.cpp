@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "bench/interleaved.h"
@@ -177,6 +178,42 @@ TEST(SizeZones, ZonesScaleWithTheirWork) {
   EXPECT_TRUE(rel_near(z2["backward/zero_grads"], z1["backward/zero_grads"]));
   // Backward's elementwise work moves 2x forward's bytes.
   EXPECT_TRUE(rel_near(z1["backward/cca/l2norm+rope"], 2 * z1["forward/cca/l2norm+rope"]));
+}
+
+TEST(SizeZones, SideBySideProductsUseOneThreadTimes) {
+  HardwareProfile hw = constructed();
+  hw.elementwise.kernels_GBps = 1e9;  // elementwise work ~0: the zones are their products
+  ModelConfig cfg = load_model_config(kTiny);
+  RunLayout r = RunLayout::for_dtype("fp32");
+  r.micro_batch = 2, r.seq = 64;
+  const Workload w = build_workload(cfg, r);
+  auto zones = [&](const HardwareProfile& h) {
+    std::map<std::string, double> m;
+    for (const ZoneCost& z : predict_zones(w, h)) m[z.path] = z.seconds;
+    return m;
+  };
+  const auto team = zones(hw);
+  // Two threads, a product on one thread at 1.5x its time split over both.
+  HardwareProfile two = hw;
+  two.elementwise.threads = 2;
+  for (const MeasuredKernel& k : hw.kernel_table)
+    if (k.kind.rfind("gemm_", 0) == 0) {
+      MeasuredKernel one = k;
+      one.kind = "gemm1_" + k.kind.substr(5);
+      one.time_us = 1.5 * k.time_us;
+      two.kernel_table.push_back(one);
+    }
+  const auto side = zones(two);
+  // Experts: all of a step's products shared over the threads, 1.5 / 2.
+  for (const char* p : {"forward/moe/experts", "backward/moe/experts"})
+    EXPECT_TRUE(rel_near(side.at(p), 0.75 * team.at(p), 1e-6)) << p;
+  // Gradient pairs (nn 120, tn 150 at equal FLOPs): the longer of the two on its own thread,
+  // 1.5 * 150 against 120 + 150 one after the other.
+  for (const char* p : {"backward/cca/projections", "backward/moe/router"})
+    EXPECT_TRUE(rel_near(side.at(p), 225.0 / 270.0 * team.at(p), 1e-6)) << p;
+  // Products split over the threads stay as they were.
+  for (const char* p : {"forward/cca/projections", "forward/moe/router", "backward/lm_head+loss/lm_head"})
+    EXPECT_TRUE(rel_near(side.at(p), team.at(p), 1e-9)) << p;
 }
 
 TEST(SizeZones, StepIsTheSumOfZonesWithAKernelTable) {

@@ -30,7 +30,7 @@ KernelShape parse_kernel_shape(const std::string& line, const std::string& where
   KernelShape k;
   in >> k.kind;
   size_t want = 0;
-  if (k.kind == "gemm") {
+  if (k.kind == "gemm" || k.kind == "gemm1") {
     in >> k.layout;
     if (k.layout != "nt" && k.layout != "nn" && k.layout != "tn")
       fail(where, ": gemm layout must be nt, nn or tn, got '", k.layout, "'");
@@ -40,7 +40,7 @@ KernelShape parse_kernel_shape(const std::string& line, const std::string& where
   } else if (k.kind == "conv") {
     want = 6;
   } else {
-    fail(where, ": kernel must be gemm, attention or conv, got '", k.kind, "'");
+    fail(where, ": kernel must be gemm, gemm1, attention or conv, got '", k.kind, "'");
   }
   std::string tok;
   while (in >> tok) {
@@ -93,27 +93,44 @@ void add_gemm(const KernelShape& k, bool bf, Buffers& b, std::vector<TimedItem>&
   const int M = k.dims[0], N = k.dims[1], K = k.dims[2];
   const Trans ta = k.layout[0] == 't' ? Trans::T : Trans::N, tb = k.layout[1] == 't' ? Trans::T : Trans::N;
   const size_t na = size_t(M) * K, nb = size_t(K) * N;
-  float* A = b.add(na, 11);
-  float* B = b.add(nb, 12);
-  float* C = b.add(size_t(M) * N, 13);
+  // gemm1: one product per thread, every thread at once (the trainer's experts and gradient
+  // pairs, gemm_side_by_side): the time of one product beside the others. Each thread has
+  // operands of its own, as each expert has its own weights and rows (one shared copy would
+  // serve both threads from cache). Where products cannot run one per thread, the trainer
+  // runs them in order on the team.
+  const int P = k.kind == "gemm1" && omp_get_max_threads() > 1 && gemm_concurrent_ok() ? omp_get_max_threads() : 1;
+  std::vector<float*> As, Bs, Cs;
   std::vector<Bf16Mirror> mirrors;
-  if (bf) {  // the trainer reads weights and most activations from bf16 copies made once
-    b.h.emplace_back(na);
-    convert_to_bf16(A, b.h.back().data(), na);
-    mirrors.push_back({A, na, b.h.back().data(), 0});
-    b.h.emplace_back(nb);
-    convert_to_bf16(B, b.h.back().data(), nb);
-    mirrors.push_back({B, nb, b.h.back().data(), 0});
+  for (int t = 0; t < P; ++t) {
+    const uint64_t seed = 11 + 3 * uint64_t(t);
+    As.push_back(b.add(na, seed));
+    Bs.push_back(b.add(nb, seed + 1));
+    Cs.push_back(b.add(size_t(M) * N, seed + 2));
+    if (bf) {  // the trainer reads weights and most activations from bf16 copies made once
+      for (auto [x, n] : {std::pair{As.back(), na}, {Bs.back(), nb}}) {
+        b.h.emplace_back(n);
+        convert_to_bf16(x, b.h.back().data(), n);
+        mirrors.push_back({x, n, b.h.back().data(), 0});
+      }
+    }
   }
   const int lda = ta == Trans::N ? K : M, ldb = tb == Trans::N ? N : K;
-  items.push_back({"gemm " + k.layout + " " + k.dims_text(), [=] {
+  items.push_back({k.kind + " " + k.layout + " " + k.dims_text(), [=] {
                      std::vector<Bf16Mirror> prev = gemm_activation_mirrors();
                      if (!mirrors.empty()) gemm_set_activation_mirrors(mirrors);
-                     gemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, N);
+                     if (P > 1) {
+#pragma omp parallel num_threads(P)
+                       {
+                         const size_t t = size_t(omp_get_thread_num());
+                         gemm(ta, tb, M, N, K, 1.f, As[t], lda, Bs[t], ldb, 0.f, Cs[t], N);
+                       }
+                     } else {
+                       gemm(ta, tb, M, N, K, 1.f, As[0], lda, Bs[0], ldb, 0.f, Cs[0], N);
+                     }
                      if (!mirrors.empty()) gemm_set_activation_mirrors(prev);
                    },
                    0});
-  kinds.push_back("gemm_" + k.layout);
+  kinds.push_back(k.kind + "_" + k.layout);
 }
 
 void add_attention(const KernelShape& k, Buffers& b, std::vector<TimedItem>& items,
@@ -184,7 +201,7 @@ std::vector<KernelRow> run_kernel_bench(const KernelBenchOptions& o) {
   for (const KernelShape& k : o.shapes) {
     bufs.push_back(std::make_unique<Buffers>());
     const size_t before = items.size();
-    if (k.kind == "gemm") add_gemm(k, bf, *bufs.back(), items, kinds);
+    if (k.kind == "gemm" || k.kind == "gemm1") add_gemm(k, bf, *bufs.back(), items, kinds);
     else if (k.kind == "attention") add_attention(k, *bufs.back(), items, kinds);
     else add_conv(k, *bufs.back(), items, kinds);
     for (size_t i = before; i < items.size(); ++i) dims.push_back(k.dims_text());
@@ -193,9 +210,10 @@ std::vector<KernelRow> run_kernel_bench(const KernelBenchOptions& o) {
   std::vector<KernelRow> rows;
   size_t shape = 0, i = 0;
   for (const KernelShape& k : o.shapes) {
-    const int n = k.kind == "gemm" ? 1 : 2;
+    const bool product = k.kind == "gemm" || k.kind == "gemm1";
+    const int n = product ? 1 : 2;
     GemmEngine e = gemm_resolve(o.precision);
-    if (k.kind == "gemm")
+    if (product)
       e = gemm_engine_for(GemmEngine::Auto, o.precision, k.layout[0] == 't' ? Trans::T : Trans::N, k.dims[0],
                           k.dims[1], k.dims[2]);
     for (int j = 0; j < n; ++j, ++i) {

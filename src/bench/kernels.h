@@ -4,6 +4,9 @@
 //   gemm LAYOUT M N K      zaya::gemm as the layers call it (nt forward, nn dgrad, tn wgrad),
 //                          with bf16 products: operands read from bf16 copies, as the trainer's
 //                          weight and activation mirrors give them;
+//   gemm1 LAYOUT M N K     the same product on one thread, every thread running its own copy
+//                          at once: how the trainer runs its experts and gradient pairs
+//                          (gemm_side_by_side); the time of one product;
 //   attention B T Hq Hk hd attention_forward / attention_backward (CCA's causal GQA, its layout);
 //   conv B T C hd K0 K1    causal_conv_forward / causal_conv_backward (CCA's two-stage conv).
 // A shapes file holds one such line each (zaya size --kernel-shapes writes them); '#' comments.
@@ -18,8 +21,8 @@
 namespace zaya::bench {
 
 struct KernelShape {
-  std::string kind;    // gemm | attention | conv
-  std::string layout;  // gemm: nt | nn | tn; else ""
+  std::string kind;    // gemm | gemm1 | attention | conv
+  std::string layout;  // gemm, gemm1: nt | nn | tn; else ""
   std::vector<int> dims;
   std::string dims_text() const;  // "512x4096x256"
 };
@@ -29,7 +32,7 @@ KernelShape parse_kernel_shape(const std::string& line, const std::string& where
 std::vector<KernelShape> read_kernel_shapes(const std::string& path);
 
 struct KernelRow {
-  std::string kind;    // gemm_nt, gemm_nn, gemm_tn, attention_fwd, attention_bwd, conv_fwd, conv_bwd
+  std::string kind;    // gemm_nt, gemm_nn, gemm_tn, gemm1_nt/nn/tn, attention_fwd, attention_bwd, conv_fwd, conv_bwd
   std::string dtype;   // fp32 | bf16
   std::string engine;  // the GEMM engine (attention / conv: the engine of their products)
   std::string dims;

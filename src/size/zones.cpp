@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -144,64 +145,93 @@ double cross_entropy_term(const HardwareProfile& hw, const std::string& dtype, d
 
 namespace {
 
-// The products of one zone: layout, M, N, K, count (experts, or 1).
+// The products of one zone: layout, M, N, K, count (experts, or 1), and the set of products it
+// runs beside (0: alone, split over the threads): gemm_side_by_side runs a set's products one
+// per thread at once (an input gradient beside its weight gradient; every expert's product).
 struct Product {
   const char* layout;
   double M, N, K, count = 1;
+  int set = 0;
 };
 
 // A forward product [M, K] x [K, N] (weights [N, K]) and its backward pair: dgrad [M, N] x
-// [N, K] (nn) and wgrad [N, M] x [M, K] (tn).
-void with_backward(std::vector<Product>& fwd, std::vector<Product>& bwd, double M, double N, double K,
-                   double count = 1) {
-  fwd.push_back({"nt", M, N, K, count});
-  bwd.push_back({"nn", M, K, N, count});
-  bwd.push_back({"tn", N, K, M, count});
-}
-
+// [N, K] (nn) and wgrad [N, M] x [M, K] (tn). fwd_set / bwd_set: the side-by-side sets, -1
+// for a fresh one (the pair run beside each other), 0 for none.
 struct Zones {
   std::vector<Product> fwd, bwd;
+  int sets = 0;
+  void with_backward(double M, double N, double K, double count = 1, int fwd_set = 0, int bwd_set = 0) {
+    if (fwd_set < 0) fwd_set = ++sets;
+    if (bwd_set < 0) bwd_set = ++sets;
+    fwd.push_back({"nt", M, N, K, count, fwd_set});
+    bwd.push_back({"nn", M, K, N, count, bwd_set});
+    bwd.push_back({"tn", N, K, M, count, bwd_set});
+  }
 };
 
-// The products of each GEMM zone, per sub-layer (the LM head: once).
+// The products of each GEMM zone, per sub-layer (the LM head: once). Model::backward's CCA and
+// router run each product's gradient pair side by side (gemm_grads_side_by_side); the experts
+// run whole experts, or equal runs of rows, one per thread (LocalExperts, run_experts).
 Zones projections(const ModelConfig& c, double N) {
   const double D = c.hidden_size, QD = c.num_q_heads * c.head_dim, KD = c.num_kv_heads * c.head_dim;
   Zones z;
-  with_backward(z.fwd, z.bwd, N, QD + KD, D);  // [linear_q; linear_k]
-  with_backward(z.fwd, z.bwd, N, KD, D);       // [val_proj1; val_proj2]
-  with_backward(z.fwd, z.bwd, N, D, QD);       // o_proj
+  z.with_backward(N, QD + KD, D, 1, 0, -1);  // [linear_q; linear_k]
+  z.with_backward(N, KD, D, 1, 0, -1);       // [val_proj1; val_proj2]
+  z.with_backward(N, D, QD, 1, 0, -1);       // o_proj
   return z;
 }
 Zones router(const ModelConfig& c, double N) {
   const double D = c.hidden_size, R = c.router_hidden;
   Zones z;
-  with_backward(z.fwd, z.bwd, N, R, D);
-  with_backward(z.fwd, z.bwd, N, R, R, 2);
-  with_backward(z.fwd, z.bwd, N, c.num_classes(), R);
+  z.with_backward(N, R, D, 1, 0, -1);
+  z.with_backward(N, R, R, 1, 0, -1);
+  z.with_backward(N, R, R, 1, 0, -1);
+  z.with_backward(N, c.num_classes(), R, 1, 0, -1);
   return z;
 }
 Zones experts(const ModelConfig& c, double per_expert, double local) {
   const double D = c.hidden_size, F = c.ffn_hidden_size;
   Zones z;
   if (per_expert < 1) return z;
-  with_backward(z.fwd, z.bwd, std::ceil(per_expert), F, D, local);
-  with_backward(z.fwd, z.bwd, std::ceil(per_expert), D, F / 2, local);
+  z.with_backward(std::ceil(per_expert), F, D, local, 1, 2);
+  z.with_backward(std::ceil(per_expert), D, F / 2, local, 1, 2);
   return z;
 }
 Zones lm_head(const ModelConfig& c, double N) {
   Zones z;
-  with_backward(z.fwd, z.bwd, N, c.vocab_size, c.hidden_size);
+  z.with_backward(N, c.vocab_size, c.hidden_size);
   return z;
 }
 
+void merge_source(std::string& source, const std::string& src) {
+  if (source.empty() || src == "model" || (src == "scaled" && source == "measured")) source = src;
+}
+
+// A set's products run one per thread: on P threads the set takes its products' one-thread
+// times over P, or its longest product (a pair on more than two threads). Without one-thread
+// rows in the table (a GPU profile, one thread), the products are priced one after another.
 double products_seconds(const HardwareProfile& hw, const std::string& dt, const std::vector<Product>& ps,
                         std::string& source) {
+  const int P = std::max(hw.elementwise.threads, 1);
   double s = 0;
+  std::map<int, std::pair<double, double>> sets;  // set -> (sum, longest) of one-thread times
   for (const Product& p : ps) {
     std::string src;
+    if (p.set > 0 && P > 1) {
+      const double one = kernel_seconds(hw, dt, std::string("gemm1_") + p.layout,
+                                        {std::ceil(p.M), std::ceil(p.N), std::ceil(p.K)}, gemm_kernel_flops, &src);
+      if (one >= 0) {
+        auto& [sum, longest] = sets[p.set];
+        sum += p.count * one;
+        longest = std::max(longest, one);
+        merge_source(source, src);
+        continue;
+      }
+    }
     s += p.count * gemm_term(hw, dt, p.layout, p.M, p.N, p.K, &src);
-    if (source.empty() || src == "model" || (src == "scaled" && source == "measured")) source = src;
+    merge_source(source, src);
   }
+  for (const auto& [set, t] : sets) s += std::max(t.first / P, t.second);
   return s;
 }
 
@@ -219,13 +249,18 @@ std::vector<ZoneCost> predict_zones(const Workload& w, const HardwareProfile& hw
   const std::string& dt = run.dtype;
   const double N = w.tokens, L = c.num_layers, b = run.micro_batch, T = run.seq / run.cp;
   const double passes_fwd = run.recompute ? 2 : 1;
-  // zaya's CPU trainer keeps activations in fp32 whatever the products' precision.
-  const double act_scale = hw.kind == "cpu" ? 4.0 / run.act_bytes() : 1.0;
+  // zaya's CPU trainer keeps activations in fp32 whatever the products' precision: its
+  // elementwise ops move the bytes of the fp32 workload's (scaling the bf16 workload's bytes
+  // by 4 / 2 also doubled the residual's, already fp32).
+  RunLayout fp32_run = run;
+  fp32_run.dtype = "fp32";
+  const Workload w_fp32 = hw.kind == "cpu" && run.act_bytes() != 4 ? build_workload(c, fp32_run) : Workload{};
+  const Workload& w_mem = hw.kind == "cpu" && run.act_bytes() != 4 ? w_fp32 : w;
   // An elementwise op's forward and backward seconds per instance (a share of its bytes).
   auto mem = [&](const char* name, double share, bool backward) {
-    const MemOp* m = find_memop(w, name);
+    const MemOp* m = find_memop(w_mem, name);
     if (!m) fail("step model: no elementwise op '", name, "' in the workload");
-    const double bytes = m->bytes * share * act_scale * (backward ? 2 : 1);
+    const double bytes = m->bytes * share * (backward ? 2 : 1);
     return bytes_term(hw, bytes, backward ? m->special_bwd : m->special_fwd, m->kernels * share);
   };
   const std::vector<double> conv_dims{b, T, double(c.conv_channels()), double(c.head_dim),
@@ -297,8 +332,11 @@ std::vector<std::string> zone_kernel_shapes(const Workload& w) {
   auto num = [](double v) { return std::to_string(int64_t(std::ceil(v))); };
   for (const Zones& z : {projections(c, N), router(c, N), experts(c, w.tokens_per_expert, 1), lm_head(c, N)})
     for (const auto* list : {&z.fwd, &z.bwd})
-      for (const Product& p : *list)
-        add("gemm " + std::string(p.layout) + " " + num(p.M) + " " + num(p.N) + " " + num(p.K));
+      for (const Product& p : *list) {
+        const std::string dims = std::string(p.layout) + " " + num(p.M) + " " + num(p.N) + " " + num(p.K);
+        add("gemm " + dims);  // also the fallback of a set on one thread
+        if (p.set > 0) add("gemm1 " + dims);
+      }
   const int T = run.seq / run.cp;
   add("attention " + num(run.micro_batch) + " " + num(T) + " " + num(c.num_q_heads) + " " + num(c.num_kv_heads) +
       " " + num(c.head_dim));

@@ -4,6 +4,8 @@
 //   gemm       the zone's products at their layouts (nt forward, nn dgrad, tn wgrad), from the
 //              measured kernel table (zaya bench kernels) at that shape, else the nearest
 //              measured shape scaled by FLOPs, else the GEMM model (size/gemm_model.h);
+//              products the trainer runs one per thread (experts, backward gradient pairs)
+//              at their one-thread time beside the others (gemm1 rows);
 //   attention  the fused causal attention kernel (attention_forward / attention_backward),
 //              measured, scaled by its executed FLOPs (2 B Hq T^2 hd forward); a profile
 //              without it: flash attention's two products on the GEMM model (backward 2.5x);
@@ -12,7 +14,8 @@
 //              depthwise stage's bytes;
 //   bytes      elementwise work: bytes / the bandwidth zaya's kernels reach, or its exp / erf
 //              evaluations at the measured rates, whichever is longer, plus one parallel
-//              region per kernel launch; backward moves 2x the forward bytes;
+//              region per kernel launch; backward moves 2x the forward bytes (the loss:
+//              cross_entropy_term, its own kernel's bytes and exps);
 //   optimizer  AdamW at the measured rate per tensor size (else bandwidth-bound).
 // zone_table() lists the zones; tests/test_size_zones.cpp runs the trainer with the profiler on
 // and checks that its leaf zones are exactly these, so a kernel moved between zones (or a zone
